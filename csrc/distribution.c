@@ -1,0 +1,175 @@
+/*
+ * distribution.c - llama.cpp's sampling transforms on the candidates of one row, and draws.
+ *
+ * top-k, top-p and min-p each keep a prefix of the tokens sorted by descending logit, and
+ * each keeps the maximum. Their composition in llama.cpp's order (top-k; top-p normalised
+ * over the top-k survivors; min-p relative to the maximum; all on untempered logits) is
+ * therefore the shortest of the three prefixes. With top-k on, everything after the
+ * streaming pass works on at most k candidates; with top-k off, a gather pass collects the
+ * min-p survivors (every finite token when min-p is off too).
+ */
+#include <math.h>
+
+#include "internal.h"
+
+/* Descending logit, ties by ascending token id: a total order, so results never depend on
+ * the order in which candidates were found. */
+static inline int ranks_before(float la, int32_t ta, float lb, int32_t tb) {
+    return la > lb || (la == lb && ta < tb);
+}
+
+/* Shell sort by rank; `w` (may be NULL) is permuted along. k is usually tens. */
+static void sort_by_rank(int32_t *token, float *logit, float *w, int64_t n) {
+    int64_t gap = 1;
+    while (gap < n / 3) gap = 3 * gap + 1;
+    for (; gap >= 1; gap /= 3) {
+        for (int64_t i = gap; i < n; ++i) {
+            float l = logit[i], x = w ? w[i] : 0.0f;
+            int32_t t = token[i];
+            int64_t j = i;
+            while (j >= gap && ranks_before(l, t, logit[j - gap], token[j - gap])) {
+                logit[j] = logit[j - gap];
+                token[j] = token[j - gap];
+                if (w) w[j] = w[j - gap];
+                j -= gap;
+            }
+            logit[j] = l;
+            token[j] = t;
+            if (w) w[j] = x;
+        }
+    }
+}
+
+static inline void swap3(int32_t *token, float *logit, float *w, int64_t a, int64_t b) {
+    int32_t t = token[a]; token[a] = token[b]; token[b] = t;
+    float l = logit[a]; logit[a] = logit[b]; logit[b] = l;
+    float x = w[a]; w[a] = w[b]; w[b] = x;
+}
+
+/* Top-p over unsorted candidates with weights w = exp(logit - max): reorders them so that
+ * the first m are the m best by rank, m being the smallest count whose weight reaches
+ * `target`, and returns m. Expected linear time: a three-way quickselect on mass, then a
+ * sort of the short range where the cut falls. */
+static int64_t nucleus_select(int32_t *token, float *logit, float *w, int64_t n, double target) {
+    int64_t lo = 0, hi = n; /* [0, lo) is inside the nucleus, [hi, n) outside */
+    double acc = 0.0;       /* weight of [0, lo) */
+    while (hi - lo > 32) {
+        float a = logit[lo], b = logit[lo + (hi - lo) / 2], c = logit[hi - 1];
+        float pivot = fmaxf(fminf(a, b), fminf(fmaxf(a, b), c)); /* median of three */
+        int64_t gt = lo, i = lo, lt = hi; /* [lo,gt) > pivot, [gt,lt) == pivot, [lt,hi) < */
+        while (i < lt) {
+            if (logit[i] > pivot) swap3(token, logit, w, i++, gt++);
+            else if (logit[i] < pivot) swap3(token, logit, w, i, --lt);
+            else ++i;
+        }
+        double mass_gt = 0.0, mass_eq = 0.0;
+        for (int64_t j = lo; j < gt; ++j) mass_gt += w[j];
+        if (acc + mass_gt >= target) { hi = gt; continue; }
+        for (int64_t j = gt; j < lt; ++j) mass_eq += w[j];
+        acc += mass_gt;
+        if (acc + mass_eq >= target) { lo = gt; hi = lt; break; } /* cut among equal logits */
+        acc += mass_eq;
+        lo = lt;
+    }
+    sort_by_rank(token + lo, logit + lo, w + lo, hi - lo);
+    for (int64_t j = lo; j < hi; ++j) {
+        acc += w[j];
+        if (acc >= target) return j + 1;
+    }
+    return hi; /* rounding: the whole remaining range */
+}
+
+/* Applies top-p, min-p and temperature to the candidates of one row and fills dist.
+ * sorted != 0: the candidates are the top-k survivors in rank order; top-p normalises over
+ * them and min-p is still to apply. sorted == 0: the candidates are the min-p survivors in
+ * any order, and top-p normalises over the whole row (row_exp_sum). */
+static void finish_dist(int32_t *token, float *logit, float *w, int64_t n, int sorted,
+                        float max_logit, double row_exp_sum, const pyspec_sampling_params *p,
+                        pyspec_row_dist *dist) {
+    if (p->top_p < 1.0f) {
+        double z = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            w[i] = expf(logit[i] - max_logit);
+            z += w[i];
+        }
+        if (sorted) {
+            double target = (double)p->top_p * z, cum = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+                cum += w[i];
+                if (cum >= target) { n = i + 1; break; }
+            }
+        } else {
+            n = nucleus_select(token, logit, w, n, (double)p->top_p * row_exp_sum);
+        }
+    }
+    if (sorted && p->min_p > 0.0f) {
+        const float min_logit = max_logit + logf(p->min_p); /* as llama.cpp: in float */
+        int64_t keep = 1;
+        while (keep < n && logit[keep] >= min_logit) ++keep;
+        n = keep;
+    }
+    const float inv_t = 1.0f / p->temperature;
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        w[i] = expf((logit[i] - max_logit) * inv_t);
+        total += w[i];
+    }
+    dist->token = token;
+    dist->weight = w;
+    dist->n = n;
+    dist->total = total;
+    dist->max_logit = max_logit;
+}
+
+pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
+                                const pyspec_sampling_params *p, pyspec_scratch *scratch,
+                                pyspec_row_dist *dist, pyspec_bad_logit *bad) {
+    int32_t *token = scratch->token;
+    float *logit = scratch->logit, *w = scratch->weight;
+    int64_t n = 0;
+    const int greedy = !(p->temperature > 0.0f);
+    const int use_top_k = !greedy && p->top_k > 0 && p->top_k < n_vocab;
+    const int64_t k = use_top_k ? p->top_k : 1;
+
+    /* The one streaming pass: validates the row and keeps its k best (k = 1: the max). */
+    pyspec_status st = pyspec_scan_top_k(row, n_vocab, dtype, k, token, logit, &n, bad);
+    if (st != PYSPEC_OK) return st;
+
+    if (greedy) {
+        w[0] = 1.0f;
+        dist->token = token;
+        dist->weight = w;
+        dist->n = 1;
+        dist->total = 1.0;
+        dist->max_logit = logit[0];
+    } else if (use_top_k) {
+        sort_by_rank(token, logit, NULL, n);
+        finish_dist(token, logit, w, n, 1, logit[0], 0.0, p, dist);
+    } else { /* top-k off: gather the min-p survivors (a second pass) */
+        float max_logit = logit[0];
+        float threshold = p->min_p > 0.0f ? max_logit + logf(p->min_p) : -INFINITY;
+        double row_exp_sum = 0.0;
+        n = pyspec_gather_at_least(row, n_vocab, dtype, threshold, max_logit, token, logit,
+                                   p->top_p < 1.0f ? &row_exp_sum : NULL);
+        finish_dist(token, logit, w, n, 0, max_logit, row_exp_sum, p, dist);
+    }
+    return PYSPEC_OK;
+}
+
+int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u) {
+    double target = u * dist->total, cum = 0.0;
+    int64_t last_positive = 0;
+    for (int64_t i = 0; i < dist->n; ++i) {
+        if (dist->weight[i] <= 0.0f) continue;
+        cum += dist->weight[i];
+        last_positive = i;
+        if (target < cum) return dist->token[i];
+    }
+    return dist->token[last_positive]; /* u * total rounded past the last weight */
+}
+
+double pyspec_dist_prob(const pyspec_row_dist *dist, int32_t token) {
+    for (int64_t i = 0; i < dist->n; ++i)
+        if (dist->token[i] == token) return (double)dist->weight[i] / dist->total;
+    return 0.0;
+}

@@ -1,0 +1,67 @@
+/*
+ * errors.c - status strings, error messages and parameter checks.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *pyspec_status_string(int32_t status) {
+    switch (status) {
+    case PYSPEC_OK: return "ok";
+    case PYSPEC_ERR_NULL: return "null pointer";
+    case PYSPEC_ERR_SHAPE: return "bad shape or stride";
+    case PYSPEC_ERR_PARAM: return "bad sampling parameter";
+    case PYSPEC_ERR_TOKEN: return "token id out of range";
+    case PYSPEC_ERR_LOGITS: return "bad logits (NaN, +inf, or no finite value in a row)";
+    case PYSPEC_ERR_DRAFT_PROBS: return "bad draft probabilities";
+    case PYSPEC_ERR_DTYPE: return "unknown dtype";
+    case PYSPEC_ERR_NO_MEMORY: return "out of memory";
+    case PYSPEC_ERR_CAPACITY: return "verifier capacity exceeded";
+    case PYSPEC_ERR_CUDA: return "CUDA error";
+    default: return "unknown status";
+    }
+}
+
+pyspec_status pyspec_fail(pyspec_error *err, pyspec_status status, const char *fmt, ...) {
+    if (err) {
+        err->status = status;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+pyspec_status pyspec_check_params(const pyspec_sampling_params *p, const char *where,
+                                  pyspec_error *err) {
+    if (!p) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", where);
+    if (isnan(p->temperature) || isinf(p->temperature))
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s.temperature must be finite (<= 0 means greedy), got %g", where,
+                           (double)p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s.top_p must be in (0, 1] (1 turns top-p off), got %g", where,
+                           (double)p->top_p);
+    if (isnan(p->min_p) || p->min_p > 1.0f)
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s.min_p must be <= 1 (<= 0 turns min-p off), got %g", where,
+                           (double)p->min_p);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t row,
+                                 const pyspec_bad_logit *bad) {
+    if (bad->index < 0)
+        return pyspec_fail(err, PYSPEC_ERR_LOGITS,
+                           "%s row %lld has no finite logit (every entry is -inf)", where,
+                           (long long)row);
+    return pyspec_fail(err, PYSPEC_ERR_LOGITS,
+                       "%s row %lld holds %s at vocabulary index %lld (only finite values and "
+                       "-inf are allowed)",
+                       where, (long long)row, isnan(bad->value) ? "NaN" : "+inf",
+                       (long long)bad->index);
+}

@@ -1,0 +1,96 @@
+/*
+ * internal.h - declarations shared by the CPU sources; not installed.
+ */
+#ifndef PYSPEC_INTERNAL_H
+#define PYSPEC_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyspec.h"
+
+/* Scratch of one worker thread: room for one candidate per vocabulary entry, so no row,
+ * whatever its parameters, ever needs an allocation. */
+typedef struct pyspec_scratch {
+    int32_t *token;
+    float   *logit;
+    float   *weight;
+} pyspec_scratch;
+
+struct pyspec_verifier {
+    int64_t         max_vocab;
+    int32_t         max_threads;
+    pyspec_scratch *scratch; /* max_threads entries */
+};
+
+/* A row's transformed distribution: the kept tokens with unnormalised weights
+ * exp((logit - max_logit) / temperature); every other token has probability 0.
+ * The arrays point into a pyspec_scratch. */
+typedef struct pyspec_row_dist {
+    const int32_t *token;
+    const float   *weight;
+    int64_t        n;
+    double         total;     /* sum of weight[0..n) */
+    float          max_logit; /* maximum over the whole row */
+} pyspec_row_dist;
+
+/* Where the first invalid logit of a row was found. */
+typedef struct pyspec_bad_logit {
+    int64_t index; /* -1: the row has no finite logit at all */
+    float   value;
+} pyspec_bad_logit;
+
+/* ---- row_scan.c: streaming passes over one vocabulary-wide row ---------------------- */
+
+/* Reads element i of a row of the given dtype as float. */
+float pyspec_load_logit(const void *row, int32_t dtype, int64_t i);
+
+/* One pass: keeps the k largest finite logits (ties: the lower token id wins) in
+ * token/logit[0..*n_out), in heap order, and checks every element (NaN and +inf are
+ * errors). k >= 1. Returns PYSPEC_OK or PYSPEC_ERR_LOGITS (bad filled in). */
+pyspec_status pyspec_scan_top_k(const void *row, int64_t n_vocab, int32_t dtype, int64_t k,
+                                int32_t *token, float *logit, int64_t *n_out,
+                                pyspec_bad_logit *bad);
+
+/* One pass: copies every (token, logit) with logit >= threshold and logit > -inf, in token
+ * order; returns the count. When exp_sum is not NULL it also receives
+ * sum over finite logits of exp(logit - max_logit). Assumes the row was validated. */
+int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
+                               float threshold, float max_logit, int32_t *token,
+                               float *logit, double *exp_sum);
+
+/* sum over the row of exp(logit - max_logit): the raw softmax normaliser. */
+double pyspec_row_exp_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit);
+
+/* ---- distribution.c: transforms and draws -------------------------------------------- */
+
+/* Builds the transformed distribution of one row. Returns PYSPEC_OK or PYSPEC_ERR_LOGITS. */
+pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
+                                const pyspec_sampling_params *params, pyspec_scratch *scratch,
+                                pyspec_row_dist *dist, pyspec_bad_logit *bad);
+
+/* Inverse-CDF draw from a distribution with the uniform u in [0, 1). */
+int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u);
+
+/* Probability of token under the distribution (0 outside the kept set). */
+double pyspec_dist_prob(const pyspec_row_dist *dist, int32_t token);
+
+/* ---- errors.c ------------------------------------------------------------------------ */
+
+/* Records status and a printf-style message into err (if not NULL); returns status. */
+pyspec_status pyspec_fail(pyspec_error *err, pyspec_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Checks sampling parameters; `where` prefixes the message ("seqs[2].params"). */
+pyspec_status pyspec_check_params(const pyspec_sampling_params *params, const char *where,
+                                  pyspec_error *err);
+
+/* Describes a bad logit for an error message. */
+pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t row,
+                                 const pyspec_bad_logit *bad);
+
+#endif /* PYSPEC_INTERNAL_H */

@@ -1,0 +1,208 @@
+/*
+ * pyspec.h - the one public C header of pyspec, a fused speculative-decoding verifier.
+ *
+ * One call takes the target model's logits for all n_draft + 1 verify rows of a sequence
+ * (and the draft's probabilities, when there are any), applies llama.cpp's sampling
+ * transforms (top-k, top-p, min-p, temperature), decides acceptance by modified rejection
+ * sampling (Leviathan et al. 2023, Chen et al. 2023) and draws the corrective or bonus
+ * token, in one streaming pass per vocabulary-wide row.
+ *
+ * Every random draw is a pure function of (seed, absolute position, purpose), computed with
+ * Philox4x32-10 (Salmon et al. 2011): a draw that belongs to a rejected token never advances
+ * any state, and results do not depend on n_draft, on the batch, or on the thread count.
+ *
+ * Conventions (after ggml.h): element counts and strides are int64_t and counted in
+ * elements, not bytes; every function returns a pyspec_status and, when `err` is not NULL,
+ * writes a message naming the offending argument into it. The library never aborts and
+ * never writes outside the buffers it is given. Enum values are part of the ABI: add new
+ * values at the end.
+ *
+ * The block between PYSPEC_CDEF_BEGIN and PYSPEC_CDEF_END is read verbatim by the Python
+ * binding (cffi); keep it free of macros other than PYSPEC_API and of inline code.
+ */
+#ifndef PYSPEC_H
+#define PYSPEC_H
+
+#include <stdint.h>
+
+#if defined(_WIN32) && defined(PYSPEC_SHARED)
+#  ifdef PYSPEC_BUILD
+#    define PYSPEC_API __declspec(dllexport)
+#  else
+#    define PYSPEC_API __declspec(dllimport)
+#  endif
+#elif defined(PYSPEC_SHARED)
+#  define PYSPEC_API __attribute__((visibility("default")))
+#else
+#  define PYSPEC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PYSPEC_CDEF_BEGIN */
+
+/* Status codes. 0 is success. Add new values at the end. */
+typedef enum pyspec_status {
+    PYSPEC_OK              = 0,
+    PYSPEC_ERR_NULL        = 1,  /* a required pointer is NULL                               */
+    PYSPEC_ERR_SHAPE       = 2,  /* a count, stride or size is out of range                  */
+    PYSPEC_ERR_PARAM       = 3,  /* a sampling parameter is out of range or NaN              */
+    PYSPEC_ERR_TOKEN       = 4,  /* a token id is outside [0, n_vocab)                       */
+    PYSPEC_ERR_LOGITS      = 5,  /* a logit is NaN or +inf, or a row is entirely -inf        */
+    PYSPEC_ERR_DRAFT_PROBS = 6,  /* a draft probability is NaN, negative, > 1, or 0 at the drafted token */
+    PYSPEC_ERR_DTYPE       = 7,  /* unknown element type                                     */
+    PYSPEC_ERR_NO_MEMORY   = 8,  /* allocation failed (only in pyspec_verifier_create)       */
+    PYSPEC_ERR_CAPACITY    = 9,  /* the call needs more vocabulary or threads than the verifier was created for */
+    PYSPEC_ERR_CUDA        = 10  /* a CUDA runtime call failed                               */
+} pyspec_status;
+
+/* Element type of a logits buffer. Rows are read in their own type: no up-cast copy. */
+typedef enum pyspec_dtype {
+    PYSPEC_F32  = 0,
+    PYSPEC_F16  = 1,  /* IEEE binary16 */
+    PYSPEC_BF16 = 2   /* bfloat16      */
+} pyspec_dtype;
+
+/* Which random stream a draw belongs to. Each purpose has its own Philox counter, so an
+ * acceptance draw can never be reused as a residual draw or as a drafter's draw (the
+ * vLLM bug that biased output toward the draft). Drafters should draw with
+ * PYSPEC_PURPOSE_DRAFT. Add new values at the end. */
+typedef enum pyspec_purpose {
+    PYSPEC_PURPOSE_SAMPLE   = 1,  /* a plain sample: point-mass verify rows and the bonus token */
+    PYSPEC_PURPOSE_ACCEPT   = 2,  /* the uniform u of the acceptance test u < p(x)/q(x)         */
+    PYSPEC_PURPOSE_RESIDUAL = 3,  /* the draw from norm(max(0, p - q)) after a rejection        */
+    PYSPEC_PURPOSE_DRAFT    = 4   /* reserved for drafters                                      */
+} pyspec_purpose;
+
+/* Sampling transforms, applied in llama.cpp's chain order as llama-cpp-python builds it:
+ * top-k, top-p, min-p (all on the untempered logits), temperature, then the draw.
+ *   temperature <= 0 : greedy (argmax; ties go to the lowest token id)
+ *   top_k <= 0       : top-k off
+ *   top_p == 1       : top-p off; must lie in (0, 1]
+ *   min_p <= 0       : min-p off; must be <= 1
+ * Tokens with logit -inf are never sampled. */
+typedef struct pyspec_sampling_params {
+    float    temperature;
+    int32_t  top_k;
+    float    top_p;
+    float    min_p;
+    uint64_t seed;
+} pyspec_sampling_params;
+
+/* Detailed error report. `message` is NUL-terminated and names the argument. */
+typedef struct pyspec_error {
+    int32_t status;       /* a pyspec_status */
+    char    message[256];
+} pyspec_error;
+
+/* Draft probabilities for the rows of one sequence (the distributions the drafts were drawn
+ * from, after the draft's own transforms). Two layouts:
+ *   dense : tokens == NULL; probs is [n_draft][row_stride], entry t is q(t), t < n_vocab.
+ *   sparse: tokens != NULL; probs and tokens are [n_draft][row_stride]; each row holds
+ *           n_per_row (token, q) pairs, every other token has q = 0. Pad with q = 0.
+ * Only the entries the verifier needs are read (q at the drafted token, and q over the
+ * target's kept set after a rejection): a dense row is never streamed in full. */
+typedef struct pyspec_draft_probs {
+    const float   *probs;
+    const int32_t *tokens;
+    int64_t        row_stride;
+    int64_t        n_per_row;
+} pyspec_draft_probs;
+
+/* One sequence of a verify call.
+ * Inputs:
+ *   target_logits : first of n_draft + 1 rows, each n_vocab elements of `dtype` (given to the
+ *                   batch call), row i predicting absolute position `position + i`
+ *   logits_row_stride : elements between the starts of consecutive rows (>= n_vocab)
+ *   draft_tokens  : n_draft token ids (may be NULL when n_draft == 0)
+ *   draft_probs   : NULL for point-mass drafts (n-gram lookup, greedy drafters): the emitted
+ *                   tokens then equal what pyspec_sample draws at each position, whatever the
+ *                   drafter; otherwise modified rejection sampling against these q.
+ * Outputs (written only on success):
+ *   out_tokens    : capacity n_draft + 1; receives n_accepted drafts then one corrective or
+ *                   bonus token
+ *   out_logprobs  : NULL, or capacity n_draft + 1; log-probability of each emitted token under
+ *                   the raw target distribution (log-softmax of the untransformed logits, as
+ *                   llama-cpp-python reports logprobs). Costs one extra pass per emitted row.
+ *   out_n_accepted: number of accepted drafts. */
+typedef struct pyspec_sequence {
+    const void               *target_logits;
+    int64_t                   logits_row_stride;
+    const int32_t            *draft_tokens;
+    int64_t                   n_draft;
+    const pyspec_draft_probs *draft_probs;
+    pyspec_sampling_params    params;
+    int64_t                   position;
+    int32_t                  *out_tokens;
+    float                    *out_logprobs;
+    int64_t                  *out_n_accepted;
+} pyspec_sequence;
+
+/* A verifier owns the scratch memory of every thread, so verify calls never allocate.
+ * One verifier serves one caller thread at a time; it may run up to n_threads worker
+ * threads inside a call. */
+typedef struct pyspec_verifier pyspec_verifier;
+
+/* Returns a static string; never NULL. */
+PYSPEC_API const char * pyspec_status_string(int32_t status);
+
+/* Library version as "MAJOR.MINOR.PATCH" (static string). */
+PYSPEC_API const char * pyspec_version(void);
+
+/* Non-zero when the library was built with a CUDA backend. */
+PYSPEC_API int32_t pyspec_has_cuda(void);
+
+/* The SIMD path the CPU kernels were compiled for: "avx512", "avx2" or "scalar". */
+PYSPEC_API const char * pyspec_simd_name(void);
+
+/* Creates a verifier for vocabularies up to max_vocab and calls with up to max_threads
+ * threads. On success *out receives the handle, which the caller frees with
+ * pyspec_verifier_free. */
+PYSPEC_API pyspec_status pyspec_verifier_create(int64_t max_vocab, int32_t max_threads,
+                                                pyspec_verifier **out, pyspec_error *err);
+
+/* Frees a verifier. NULL is allowed. */
+PYSPEC_API void pyspec_verifier_free(pyspec_verifier *verifier);
+
+/* Verifies n_seqs sequences (ragged n_draft, each with its own params and position) in one
+ * call, over n_threads threads (1 <= n_threads <= the verifier's max_threads). Results are
+ * identical for any n_threads. Either every sequence's outputs are written, or (on error)
+ * none is considered valid and the status names the first failing sequence. */
+PYSPEC_API pyspec_status pyspec_verify_batch(pyspec_verifier *verifier,
+                                             const pyspec_sequence *seqs, int64_t n_seqs,
+                                             int64_t n_vocab, int32_t dtype,
+                                             int32_t n_threads, pyspec_error *err);
+
+/* Draws one token from one row of logits at absolute position `position` with the
+ * PYSPEC_PURPOSE_SAMPLE stream. Equal to what a point-mass verify emits at that position.
+ * out_prob (may be NULL) receives the probability of the drawn token under the transformed
+ * distribution. */
+PYSPEC_API pyspec_status pyspec_sample(pyspec_verifier *verifier, const void *logits,
+                                       int64_t n_vocab, int32_t dtype,
+                                       const pyspec_sampling_params *params, int64_t position,
+                                       int32_t *out_token, float *out_prob, pyspec_error *err);
+
+/* Writes the transformed distribution of one row (what pyspec_sample draws from) into
+ * out_probs[n_vocab] (dense, zeros outside the kept set). For tests and drafters. */
+PYSPEC_API pyspec_status pyspec_distribution(pyspec_verifier *verifier, const void *logits,
+                                             int64_t n_vocab, int32_t dtype,
+                                             const pyspec_sampling_params *params,
+                                             float *out_probs, pyspec_error *err);
+
+/* The uniform in [0, 1) (53 bits) drawn for (seed, position, purpose). */
+PYSPEC_API double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose);
+
+/* Philox4x32-10 on one block, for known-answer tests and for other engines that want the
+ * same streams. */
+PYSPEC_API void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
+                                     uint32_t out[4]);
+
+/* PYSPEC_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PYSPEC_H */

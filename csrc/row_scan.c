@@ -1,0 +1,276 @@
+/*
+ * row_scan.c - streaming passes over one vocabulary-wide row of logits.
+ *
+ * The hot pass is pyspec_scan_top_k: it reads each element exactly once, in its own dtype,
+ * and only looks at an element individually when the block it sits in holds a value above
+ * the current k-th largest. For real logits and k = 40 that happens a few hundred times per
+ * 150k-token row, so the pass runs at the speed of a max-reduction.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#if defined(__AVX2__) && defined(__F16C__)
+#  include <immintrin.h>
+#  define PYSPEC_HAVE_AVX2 1
+#endif
+
+/* ---- scalar element loads -------------------------------------------------------------- */
+
+static inline float f16_to_f32(uint16_t h) {
+#if defined(PYSPEC_HAVE_AVX2)
+    return _cvtsh_ss(h);
+#else
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0x1Fu) {
+        bits = sign | 0x7F800000u | (mant << 13); /* inf or NaN */
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;
+    } else { /* subnormal: normalise */
+        int e = -1;
+        do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3FFu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+#endif
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline __attribute__((always_inline)) float load_one(const void *row, int32_t dtype,
+                                                            int64_t i) {
+    switch (dtype) {
+    case PYSPEC_F16: return f16_to_f32(((const uint16_t *)row)[i]);
+    case PYSPEC_BF16: return bf16_to_f32(((const uint16_t *)row)[i]);
+    default: return ((const float *)row)[i];
+    }
+}
+
+float pyspec_load_logit(const void *row, int32_t dtype, int64_t i) {
+    return load_one(row, dtype, i);
+}
+
+static inline int is_bad_logit(float x) { return isnan(x) || (isinf(x) && x > 0); }
+
+/* ---- the k-largest heap ------------------------------------------------------------------ */
+
+/* The heap keeps its weakest entry at the root: lower logit is weaker, and between equal
+ * logits the higher token id is weaker, so ties always favour the lower id (the order a
+ * stable descending sort would give). */
+static inline int weaker(float la, int32_t ta, float lb, int32_t tb) {
+    return la < lb || (la == lb && ta > tb);
+}
+
+static void heap_sift_down(int32_t *token, float *logit, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && weaker(logit[l], token[l], logit[m], token[m])) m = l;
+        if (r < n && weaker(logit[r], token[r], logit[m], token[m])) m = r;
+        if (m == i) return;
+        float tl = logit[i]; logit[i] = logit[m]; logit[m] = tl;
+        int32_t tt = token[i]; token[i] = token[m]; token[m] = tt;
+        i = m;
+    }
+}
+
+static void heap_sift_up(int32_t *token, float *logit, int64_t i) {
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!weaker(logit[i], token[i], logit[p], token[p])) return;
+        float tl = logit[i]; logit[i] = logit[p]; logit[p] = tl;
+        int32_t tt = token[i]; token[i] = token[p]; token[p] = tt;
+        i = p;
+    }
+}
+
+typedef struct top_k_state {
+    int32_t *token;
+    float   *logit;
+    int64_t  n, k;
+    float    threshold; /* an element must exceed this to enter */
+} top_k_state;
+
+/* Elements arrive in increasing token order, so a newcomer equal to the root is weaker. */
+static inline void top_k_offer(top_k_state *s, float x, int32_t t) {
+    if (!(x > s->threshold)) return; /* also drops -inf and NaN */
+    if (s->n < s->k) {
+        s->token[s->n] = t;
+        s->logit[s->n] = x;
+        heap_sift_up(s->token, s->logit, s->n);
+        s->n++;
+        if (s->n == s->k) s->threshold = s->logit[0];
+    } else {
+        s->token[0] = t;
+        s->logit[0] = x;
+        heap_sift_down(s->token, s->logit, s->n, 0);
+        s->threshold = s->logit[0];
+    }
+}
+
+static int64_t first_bad_index(const void *row, int64_t n_vocab, int32_t dtype) {
+    for (int64_t i = 0; i < n_vocab; ++i)
+        if (is_bad_logit(load_one(row, dtype, i))) return i;
+    return -1;
+}
+
+#if defined(PYSPEC_HAVE_AVX2)
+static inline __attribute__((always_inline)) __m256 load8(const void *row, int32_t dtype,
+                                                          int64_t i) {
+    switch (dtype) {
+    case PYSPEC_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+    case PYSPEC_BF16: {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    default: return _mm256_loadu_ps((const float *)row + i);
+    }
+}
+#endif
+
+static inline __attribute__((always_inline)) pyspec_status
+scan_top_k_impl(const void *row, int64_t n_vocab, const int32_t dtype, top_k_state *s,
+                pyspec_bad_logit *bad) {
+    int64_t i = 0;
+#if defined(PYSPEC_HAVE_AVX2)
+    const __m256 pos_inf = _mm256_set1_ps(INFINITY);
+    __m256 bad_acc = _mm256_setzero_ps();
+    __m256 thr = _mm256_set1_ps(s->threshold);
+    for (; i + 32 <= n_vocab; i += 32) {
+        __m256 v0 = load8(row, dtype, i), v1 = load8(row, dtype, i + 8);
+        __m256 v2 = load8(row, dtype, i + 16), v3 = load8(row, dtype, i + 24);
+        /* NaN compares unordered with itself; +inf survives max and is caught below. */
+        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q));
+        __m256 m = _mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3));
+        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(m, pos_inf, _CMP_EQ_OQ));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_GT_OQ))) {
+            for (int64_t j = i; j < i + 32; ++j) top_k_offer(s, load_one(row, dtype, j), (int32_t)j);
+            thr = _mm256_set1_ps(s->threshold);
+        }
+    }
+    if (_mm256_movemask_ps(bad_acc)) {
+        bad->index = first_bad_index(row, n_vocab, dtype);
+        bad->value = load_one(row, dtype, bad->index);
+        return PYSPEC_ERR_LOGITS;
+    }
+#endif
+    for (; i < n_vocab; ++i) {
+        float x = load_one(row, dtype, i);
+        if (is_bad_logit(x)) {
+            bad->index = i;
+            bad->value = x;
+            return PYSPEC_ERR_LOGITS;
+        }
+        top_k_offer(s, x, (int32_t)i);
+    }
+    if (s->n == 0) { /* every logit is -inf: nothing can be sampled */
+        bad->index = -1;
+        bad->value = -INFINITY;
+        return PYSPEC_ERR_LOGITS;
+    }
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_scan_top_k(const void *row, int64_t n_vocab, int32_t dtype, int64_t k,
+                                int32_t *token, float *logit, int64_t *n_out,
+                                pyspec_bad_logit *bad) {
+    top_k_state s = { token, logit, 0, k, -INFINITY };
+    pyspec_status st;
+    /* One specialised copy of the loop per dtype: the dtype switch is resolved at compile time. */
+    switch (dtype) {
+    case PYSPEC_F16: st = scan_top_k_impl(row, n_vocab, PYSPEC_F16, &s, bad); break;
+    case PYSPEC_BF16: st = scan_top_k_impl(row, n_vocab, PYSPEC_BF16, &s, bad); break;
+    default: st = scan_top_k_impl(row, n_vocab, PYSPEC_F32, &s, bad); break;
+    }
+    *n_out = s.n;
+    return st;
+}
+
+int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
+                               float threshold, float max_logit, int32_t *token,
+                               float *logit, double *exp_sum) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        float x = load_one(row, dtype, i);
+        if (x >= threshold && x > -INFINITY) {
+            token[n] = (int32_t)i;
+            logit[n] = x;
+            ++n;
+        }
+    }
+    if (exp_sum) *exp_sum = pyspec_row_exp_sum(row, n_vocab, dtype, max_logit);
+    return n;
+}
+
+#if defined(PYSPEC_HAVE_AVX2)
+/* exp for 8 lanes (Cephes polynomial, relative error ~1e-7); exp(-inf) = 0. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    __m256 is_neg_inf = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3365447504f));
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+    fx = _mm256_floor_ps(fx);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(is_neg_inf, y);
+}
+
+static inline __attribute__((always_inline)) double
+exp_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype, float max_logit) {
+    const __m256 m = _mm256_set1_ps(max_logit);
+    double total = 0.0;
+    int64_t i = 0;
+    for (; i + 32 <= n_vocab; i += 32) {
+        __m256 a = exp8(_mm256_sub_ps(load8(row, dtype, i), m));
+        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 8), m)));
+        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 16), m)));
+        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 24), m)));
+        float lanes[8];
+        _mm256_storeu_ps(lanes, a);
+        /* Fold each block into a double so 262144 terms lose no precision. */
+        total += (double)lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] +
+                 lanes[6] + lanes[7];
+    }
+    for (; i < n_vocab; ++i) total += expf(load_one(row, dtype, i) - max_logit);
+    return total;
+}
+#else
+static inline double exp_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype,
+                                  float max_logit) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) total += expf(load_one(row, dtype, i) - max_logit);
+    return total;
+}
+#endif
+
+double pyspec_row_exp_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit) {
+    switch (dtype) {
+    case PYSPEC_F16: return exp_sum_impl(row, n_vocab, PYSPEC_F16, max_logit);
+    case PYSPEC_BF16: return exp_sum_impl(row, n_vocab, PYSPEC_BF16, max_logit);
+    default: return exp_sum_impl(row, n_vocab, PYSPEC_F32, max_logit);
+    }
+}

@@ -1,0 +1,297 @@
+/*
+ * verify.c - the fused multi-output verifier on the CPU.
+ *
+ * Every verify row is resolved on its own: its acceptance test, corrective draw and bonus
+ * draw depend only on that row's logits, its draft token and the (seed, position, purpose)
+ * draws. So rows can be worked on by any thread in any order, and the sequence's result is
+ * assembled afterwards: n_accepted is the first row that rejected. Threads claim rows in
+ * order and skip rows behind a known rejection, so little work is wasted and the result is
+ * the same for every thread count.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#ifdef _OPENMP
+#  include <omp.h>
+#endif
+
+#include "internal.h"
+#include "philox.h"
+
+#define PYSPEC_MAX_DRAFT (1 << 20)
+
+/* q(token) from row `row` of the draft probabilities; 0 for a token a sparse row omits.
+ * Returns 0 when the value is not a probability. */
+static int draft_q(const pyspec_draft_probs *dp, int64_t row, int32_t token, double *q) {
+    const float *probs = dp->probs + row * dp->row_stride;
+    float value = 0.0f;
+    if (!dp->tokens) {
+        value = probs[token];
+    } else {
+        const int32_t *tokens = dp->tokens + row * dp->row_stride;
+        for (int64_t j = 0; j < dp->n_per_row; ++j)
+            if (tokens[j] == token) { value += probs[j]; }
+    }
+    *q = value;
+    return value >= 0.0f && value <= 1.0001f; /* NaN fails both */
+}
+
+/* Resolves verify row i of seq: writes the token that row would emit into out_tokens[i]
+ * (the draft itself when accepted) and, if asked, its log-probability. *stops is set when
+ * the row ends the sequence (a rejection, or the bonus row). */
+static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t n_vocab,
+                                 int32_t dtype, pyspec_scratch *scratch, int *stops,
+                                 pyspec_error *err) {
+    const size_t elem = dtype == PYSPEC_F32 ? 4 : 2;
+    const void *row = (const char *)seq->target_logits + (size_t)(i * seq->logits_row_stride) * elem;
+    const pyspec_sampling_params *p = &seq->params;
+    const int64_t pos = seq->position + i;
+    pyspec_row_dist dist;
+    pyspec_bad_logit bad;
+
+    pyspec_status st = pyspec_build_dist(row, n_vocab, dtype, p, scratch, &dist, &bad);
+    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "target_logits", i, &bad);
+
+    int32_t token;
+    if (i == seq->n_draft) { /* bonus row: a plain sample */
+        token = pyspec_dist_draw(&dist, pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_SAMPLE));
+        *stops = 1;
+    } else if (!seq->draft_probs) { /* point-mass draft: emit the plain sample, compare */
+        token = pyspec_dist_draw(&dist, pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_SAMPLE));
+        *stops = token != seq->draft_tokens[i];
+    } else { /* modified rejection sampling */
+        const int32_t x = seq->draft_tokens[i];
+        double qx;
+        if (!draft_q(seq->draft_probs, i, x, &qx) || !(qx > 0.0))
+            return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                               "draft_probs row %lld gives the drafted token %d probability %g;"
+                               " it must be in (0, 1]",
+                               (long long)i, x, qx);
+        const double px = pyspec_dist_prob(&dist, x);
+        const double u = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_ACCEPT);
+        if (u * qx < px) { /* u < p/q */
+            token = x;
+            *stops = 0;
+        } else {
+            /* Residual max(0, p - q) lives on the target's kept set: p is 0 elsewhere. The
+             * kept set's weights are reused in place as residual weights. */
+            double residual = 0.0;
+            float *w = (float *)dist.weight;
+            for (int64_t j = 0; j < dist.n; ++j) {
+                double q;
+                if (!draft_q(seq->draft_probs, i, dist.token[j], &q))
+                    return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                                       "draft_probs row %lld gives token %d probability %g;"
+                                       " it must be in [0, 1]",
+                                       (long long)i, dist.token[j], q);
+                double r = (double)w[j] / dist.total - q;
+                w[j] = r > 0.0 ? (float)r : 0.0f;
+                residual += w[j];
+            }
+            const double u_res = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_RESIDUAL);
+            if (residual > 0.0) {
+                dist.total = residual;
+            } else { /* p <= q on the whole support means p == q up to rounding */
+                pyspec_build_dist(row, n_vocab, dtype, p, scratch, &dist, &bad);
+            }
+            token = pyspec_dist_draw(&dist, u_res);
+            *stops = 1;
+        }
+    }
+    seq->out_tokens[i] = token;
+    if (seq->out_logprobs) {
+        double z = pyspec_row_exp_sum(row, n_vocab, dtype, dist.max_logit);
+        float l = pyspec_load_logit(row, dtype, token);
+        seq->out_logprobs[i] = (float)((double)l - dist.max_logit - log(z));
+    }
+    return PYSPEC_OK;
+}
+
+static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
+                                    pyspec_error *err) {
+    char where[64];
+    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
+    if (!s->target_logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.target_logits is NULL", where);
+    if (!s->out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_tokens is NULL", where);
+    if (!s->out_n_accepted) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_n_accepted is NULL", where);
+    if (s->n_draft < 0 || s->n_draft > PYSPEC_MAX_DRAFT)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_draft must be in [0, %d], got %lld",
+                           where, PYSPEC_MAX_DRAFT, (long long)s->n_draft);
+    if (s->n_draft > 0 && s->logits_row_stride < n_vocab)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                           "%s.logits_row_stride (%lld) is smaller than n_vocab (%lld)", where,
+                           (long long)s->logits_row_stride, (long long)n_vocab);
+    if (s->position < 0 || s->position > INT64_MAX - s->n_draft - 1)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.position must be >= 0, got %lld", where,
+                           (long long)s->position);
+    char pwhere[80];
+    snprintf(pwhere, sizeof pwhere, "%s.params", where);
+    pyspec_status st = pyspec_check_params(&s->params, pwhere, err);
+    if (st != PYSPEC_OK) return st;
+    if (s->n_draft > 0 && !s->draft_tokens)
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_tokens is NULL but n_draft is %lld",
+                           where, (long long)s->n_draft);
+    for (int64_t i = 0; i < s->n_draft; ++i)
+        if (s->draft_tokens[i] < 0 || s->draft_tokens[i] >= n_vocab)
+            return pyspec_fail(err, PYSPEC_ERR_TOKEN,
+                               "%s.draft_tokens[%lld] = %d is outside [0, n_vocab = %lld)", where,
+                               (long long)i, s->draft_tokens[i], (long long)n_vocab);
+    const pyspec_draft_probs *dp = s->draft_probs;
+    if (dp && s->n_draft > 0) {
+        if (!dp->probs) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_probs->probs is NULL", where);
+        if (!dp->tokens && dp->row_stride < n_vocab)
+            return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                               "%s.draft_probs is dense but its row_stride (%lld) is smaller "
+                               "than n_vocab (%lld)",
+                               where, (long long)dp->row_stride, (long long)n_vocab);
+        if (dp->tokens) {
+            if (dp->n_per_row < 0 || dp->row_stride < dp->n_per_row)
+                return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                                   "%s.draft_probs is sparse with n_per_row %lld and row_stride "
+                                   "%lld (need 0 <= n_per_row <= row_stride)",
+                                   where, (long long)dp->n_per_row, (long long)dp->row_stride);
+            for (int64_t i = 0; i < s->n_draft; ++i)
+                for (int64_t j = 0; j < dp->n_per_row; ++j) {
+                    int32_t t = dp->tokens[i * dp->row_stride + j];
+                    if (t < 0 || t >= n_vocab)
+                        return pyspec_fail(err, PYSPEC_ERR_TOKEN,
+                                           "%s.draft_probs token [%lld][%lld] = %d is outside "
+                                           "[0, n_vocab = %lld)",
+                                           where, (long long)i, (long long)j, t, (long long)n_vocab);
+                }
+        }
+    }
+    return PYSPEC_OK;
+}
+
+static pyspec_status check_call(const pyspec_verifier *v, int64_t n_vocab, int32_t dtype,
+                                int32_t n_threads, pyspec_error *err) {
+    if (!v) return pyspec_fail(err, PYSPEC_ERR_NULL, "verifier is NULL");
+    if (dtype != PYSPEC_F32 && dtype != PYSPEC_F16 && dtype != PYSPEC_BF16)
+        return pyspec_fail(err, PYSPEC_ERR_DTYPE, "dtype %d is not F32 (0), F16 (1) or BF16 (2)", dtype);
+    if (n_vocab < 1 || n_vocab > INT32_MAX)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^31), got %lld",
+                           (long long)n_vocab);
+    if (n_vocab > v->max_vocab)
+        return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
+                           "n_vocab %lld exceeds the verifier's max_vocab %lld",
+                           (long long)n_vocab, (long long)v->max_vocab);
+    if (n_threads < 1 || n_threads > v->max_threads)
+        return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
+                           "n_threads must be in [1, %d] for this verifier, got %d",
+                           v->max_threads, n_threads);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_verify_batch(pyspec_verifier *v, const pyspec_sequence *seqs,
+                                  int64_t n_seqs, int64_t n_vocab, int32_t dtype,
+                                  int32_t n_threads, pyspec_error *err) {
+    pyspec_status st = check_call(v, n_vocab, dtype, n_threads, err);
+    if (st != PYSPEC_OK) return st;
+    if (n_seqs < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_seqs must be >= 0, got %lld", (long long)n_seqs);
+    if (n_seqs > 0 && !seqs) return pyspec_fail(err, PYSPEC_ERR_NULL, "seqs is NULL");
+    int64_t total_rows = 0;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        st = check_sequence(&seqs[s], s, n_vocab, err);
+        if (st != PYSPEC_OK) return st;
+        total_rows += seqs[s].n_draft + 1;
+        /* out_n_accepted doubles as "first row known to stop the sequence" while working. */
+        *seqs[s].out_n_accepted = seqs[s].n_draft;
+    }
+
+    int64_t next_row = 0;
+#ifdef _OPENMP
+#   pragma omp parallel num_threads(n_threads) if (n_threads > 1 && total_rows > 1)
+#endif
+    {
+#ifdef _OPENMP
+        pyspec_scratch *scratch = &v->scratch[omp_get_thread_num()];
+#else
+        pyspec_scratch *scratch = &v->scratch[0];
+#endif
+        int64_t s = 0, base = 0; /* this thread's cursor: row 0 of sequence s is row `base` */
+        for (;;) {
+            int64_t g = __atomic_fetch_add(&next_row, 1, __ATOMIC_RELAXED);
+            if (g >= total_rows) break;
+            while (g >= base + seqs[s].n_draft + 1) base += seqs[s++].n_draft + 1;
+            const pyspec_sequence *seq = &seqs[s];
+            const int64_t i = g - base;
+            if (__atomic_load_n(seq->out_n_accepted, __ATOMIC_RELAXED) < i) continue;
+            int stops = 0;
+            if (resolve_row(seq, i, n_vocab, dtype, scratch, &stops, NULL) != PYSPEC_OK) {
+                seq->out_tokens[i] = -1; /* marks the failed row; reported below */
+                stops = 1;
+            }
+            if (stops) { /* atomic min */
+                int64_t cur = __atomic_load_n(seq->out_n_accepted, __ATOMIC_RELAXED);
+                while (i < cur && !__atomic_compare_exchange_n(seq->out_n_accepted, &cur, i, 0,
+                                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                }
+            }
+        }
+    }
+
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        const pyspec_sequence *seq = &seqs[s];
+        int64_t stop = *seq->out_n_accepted;
+        if (seq->out_tokens[stop] < 0) { /* resolve again, alone, for the message */
+            int stops;
+            pyspec_error row_err = { 0, { 0 } };
+            st = resolve_row(seq, stop, n_vocab, dtype, &v->scratch[0], &stops, &row_err);
+            return pyspec_fail(err, st, "seqs[%lld]: %s", (long long)s, row_err.message);
+        }
+    }
+    return PYSPEC_OK;
+}
+
+static pyspec_status check_single_row(pyspec_verifier *v, const void *logits, int64_t n_vocab,
+                                      int32_t dtype, const pyspec_sampling_params *params,
+                                      const void *out, const char *out_name, pyspec_error *err) {
+    pyspec_status st = check_call(v, n_vocab, dtype, 1, err);
+    if (st != PYSPEC_OK) return st;
+    if (!logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "logits is NULL");
+    if (!out) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", out_name);
+    return pyspec_check_params(params, "params", err);
+}
+
+pyspec_status pyspec_sample(pyspec_verifier *v, const void *logits, int64_t n_vocab,
+                            int32_t dtype, const pyspec_sampling_params *params,
+                            int64_t position, int32_t *out_token, float *out_prob,
+                            pyspec_error *err) {
+    pyspec_status st = check_single_row(v, logits, n_vocab, dtype, params, out_token, "out_token", err);
+    if (st != PYSPEC_OK) return st;
+    if (position < 0)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "position must be >= 0, got %lld", (long long)position);
+    pyspec_row_dist dist;
+    pyspec_bad_logit bad;
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    int32_t token = pyspec_dist_draw(&dist, pyspec_uniform_keyed(params->seed, position, PYSPEC_PURPOSE_SAMPLE));
+    *out_token = token;
+    if (out_prob) *out_prob = (float)pyspec_dist_prob(&dist, token);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_distribution(pyspec_verifier *v, const void *logits, int64_t n_vocab,
+                                  int32_t dtype, const pyspec_sampling_params *params,
+                                  float *out_probs, pyspec_error *err) {
+    pyspec_status st = check_single_row(v, logits, n_vocab, dtype, params, out_probs, "out_probs", err);
+    if (st != PYSPEC_OK) return st;
+    pyspec_row_dist dist;
+    pyspec_bad_logit bad;
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    for (int64_t t = 0; t < n_vocab; ++t) out_probs[t] = 0.0f;
+    for (int64_t j = 0; j < dist.n; ++j)
+        out_probs[dist.token[j]] = (float)((double)dist.weight[j] / dist.total);
+    return PYSPEC_OK;
+}
+
+double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose) {
+    return pyspec_uniform_keyed(seed, position, purpose);
+}
+
+void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+    if (!counter || !key || !out) return;
+    pyspec_philox_block(counter, key, out);
+}

@@ -1,0 +1,29 @@
+"""pyspec: fast, exact speculative decoding for llama-cpp-python.
+
+The heart is a fused multi-output verifier (``verify``): one call over all the verify rows
+of a draft applies the sampling transforms, decides acceptance by modified rejection
+sampling and draws the corrective or bonus token, in one pass per vocabulary-wide row.
+"""
+from ._ffi import lib as _lib
+from .errors import CapacityError, DraftProbsError, LogitsError, PyspecError
+from .params import SamplingParams
+from .rng import Purpose, philox4x32_10, uniform
+from .verifier import (SparseDraftProbs, VerifyRequest, VerifyResult, default_threads,
+                       distribution, sample, verify, verify_batch, verify_from_pointer)
+
+def _c_string(value) -> str:
+    from ._ffi import ffi
+
+    return ffi.string(value).decode()
+
+
+__version__ = _c_string(_lib.pyspec_version())
+SIMD = _c_string(_lib.pyspec_simd_name())
+HAS_CUDA = bool(_lib.pyspec_has_cuda())
+
+__all__ = [
+    "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",
+    "SamplingParams", "SparseDraftProbs", "VerifyRequest", "VerifyResult", "default_threads",
+    "distribution", "philox4x32_10", "sample", "uniform", "verify", "verify_batch",
+    "verify_from_pointer", "SIMD", "HAS_CUDA",
+]

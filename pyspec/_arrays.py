@@ -1,0 +1,83 @@
+"""Checks that turn numpy arrays into (pointer, stride) pairs without copying."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import PyspecError
+
+_SHAPE_STATUS = 2
+_DTYPE_STATUS = 7
+_TOKEN_STATUS = 4
+
+# numpy dtype -> pyspec_dtype. bfloat16 has no numpy dtype: pass it through the pointer API.
+LOGIT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
+DTYPE_NAMES = {"float32": 0, "f32": 0, "float16": 1, "f16": 1, "bfloat16": 2, "bf16": 2}
+DTYPE_ITEMSIZE = {0: 4, 1: 2, 2: 2}
+
+
+def shape_error(message: str) -> PyspecError:
+    return PyspecError(message, _SHAPE_STATUS)
+
+
+def as_array(obj, name: str) -> np.ndarray:
+    """An ndarray view of obj (numpy, CPU torch, anything with the array protocol).
+
+    Never converts dtypes: a float64 or int array for logits is an error, not a copy.
+    """
+    if isinstance(obj, np.ndarray):
+        return obj
+    if hasattr(obj, "__cuda_array_interface__"):
+        raise PyspecError(f"{name} lives on a CUDA device; this build verifies host arrays "
+                          "only (pass a host array)", _DTYPE_STATUS)
+    try:
+        return np.asarray(obj)
+    except Exception as exc:  # noqa: BLE001 - report what the argument was
+        raise PyspecError(f"{name} is not an array ({type(obj).__name__}): {exc}",
+                          _DTYPE_STATUS) from exc
+
+
+def logits_rows(obj, name: str, n_rows: int | None = None):
+    """Validates a [rows, V] logits array; returns (array, dtype code, row stride in elements)."""
+    arr = as_array(obj, name)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise shape_error(f"{name} must be 2-D [rows, n_vocab], got shape {arr.shape}")
+    code = LOGIT_DTYPES.get(arr.dtype)
+    if code is None:
+        raise PyspecError(f"{name} must be float32 or float16, got {arr.dtype} (no up-cast copy "
+                          "is made; convert it yourself if that is what you want)", _DTYPE_STATUS)
+    if n_rows is not None and arr.shape[0] != n_rows:
+        raise shape_error(f"{name} has {arr.shape[0]} rows; it needs n_draft + 1 = {n_rows}")
+    if arr.shape[1] < 1:
+        raise shape_error(f"{name} has an empty vocabulary axis")
+    item = arr.itemsize
+    if arr.shape[1] > 1 and arr.strides[1] != item:
+        raise shape_error(f"{name} must be contiguous along the vocabulary axis "
+                          f"(strides {arr.strides})")
+    if arr.shape[0] > 1 and (arr.strides[0] % item or arr.strides[0] < arr.shape[1] * item):
+        raise shape_error(f"{name} rows must not overlap and must be aligned to the element "
+                          f"size (strides {arr.strides})")
+    stride = arr.strides[0] // item if arr.shape[0] > 1 else arr.shape[1]
+    return arr, code, stride
+
+
+def token_ids(obj, name: str, n_vocab: int) -> np.ndarray:
+    """A contiguous int32 copy of a 1-D list of token ids, range-checked before narrowing."""
+    arr = np.asarray(obj)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    if arr.ndim != 1:
+        raise shape_error(f"{name} must be 1-D, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise PyspecError(f"{name} must hold integer token ids, got {arr.dtype}", _DTYPE_STATUS)
+    bad = np.flatnonzero((arr < 0) | (arr >= n_vocab))
+    if bad.size:
+        i = int(bad[0])
+        raise PyspecError(f"{name}[{i}] = {int(arr[i])} is outside [0, n_vocab = {n_vocab})",
+                          _TOKEN_STATUS)
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def address(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]

@@ -1,0 +1,78 @@
+"""Loads libpyspec with cffi in ABI mode.
+
+Why ABI mode: the library is plain C with no Python in it, so one build serves every
+CPython (the wheel is tagged ``py3``) and ``import pyspec`` needs no compiler. The usual
+weakness of ABI mode, a hand-copied ``cdef`` that drifts from the real header, does not
+apply: the declarations are read at import time from ``pyspec.h`` itself, the header the
+library was compiled against (installed beside it), between its PYSPEC_CDEF markers.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import cffi
+
+_HERE = Path(__file__).resolve().parent
+_LIB_NAMES = {"linux": "libpyspec.so", "darwin": "libpyspec.dylib", "win32": "pyspec.dll"}
+LIBRARY_ENV = "PYSPEC_LIBRARY"
+
+
+def _library_name() -> str:
+    return _LIB_NAMES.get(sys.platform, "libpyspec.so")
+
+
+def _header_path(lib_path: Path) -> Path:
+    for candidate in (lib_path.parent / "pyspec.h", _HERE / "pyspec.h",
+                      _HERE.parent / "csrc" / "pyspec.h"):
+        if candidate.is_file():
+            return candidate
+    raise ImportError(f"pyspec: cannot find pyspec.h beside {lib_path} or in {_HERE}")
+
+
+def _cdef_from_header(header: Path) -> str:
+    text = header.read_text()
+    match = re.search(r"/\* PYSPEC_CDEF_BEGIN \*/(.*)/\* PYSPEC_CDEF_END \*/", text, re.S)
+    if not match:
+        raise ImportError(f"pyspec: {header} has no PYSPEC_CDEF_BEGIN/END block")
+    return match.group(1).replace("PYSPEC_API ", "")
+
+
+def _find_library() -> Path:
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise ImportError(f"pyspec: {LIBRARY_ENV}={override} does not name a file")
+        return path
+    searched = []
+    # Beside the package first; then every other directory of the package (an editable
+    # install keeps the compiled library in site-packages and the sources elsewhere).
+    import pyspec  # noqa: PLC0415  (the package's own __path__)
+
+    for directory in [_HERE, *map(Path, getattr(pyspec, "__path__", []))]:
+        path = directory / _library_name()
+        searched.append(str(path))
+        if path.is_file():
+            return path
+    raise ImportError(
+        "pyspec: the compiled library was not found (looked in: " + ", ".join(searched)
+        + f"). Install the package with `pip install .`, or point {LIBRARY_ENV} at a built "
+        "libpyspec."
+    )
+
+
+def _load():
+    path = _find_library()
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef_from_header(_header_path(path)))
+    try:
+        lib = ffi.dlopen(str(path))
+    except OSError as exc:  # pragma: no cover - depends on the machine
+        raise ImportError(f"pyspec: cannot load {path}: {exc}") from exc
+    return ffi, lib, path
+
+
+ffi, lib, library_path = _load()

@@ -1,0 +1,42 @@
+"""Exceptions carrying the C library's status codes."""
+from __future__ import annotations
+
+
+class PyspecError(ValueError):
+    """A call into libpyspec failed. ``status`` is the C ``pyspec_status`` code."""
+
+    status = -1
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class LogitsError(PyspecError):
+    """Logits hold NaN or +inf, or a row has no finite value."""
+
+    status = 5
+
+
+class DraftProbsError(PyspecError):
+    """Draft probabilities are not probabilities, or give a drafted token probability 0."""
+
+    status = 6
+
+
+class CapacityError(PyspecError):
+    """The call needs more vocabulary or threads than the verifier holds scratch for."""
+
+    status = 9
+
+
+_BY_STATUS = {cls.status: cls for cls in (LogitsError, DraftProbsError, CapacityError)}
+
+
+def raise_for_status(status: int, message: str) -> None:
+    """Raises the exception matching a non-zero C status."""
+    if status == 0:
+        return
+    cls = _BY_STATUS.get(status, PyspecError)
+    raise cls(message, status)

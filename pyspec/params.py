@@ -1,0 +1,79 @@
+"""Sampling parameters, with llama.cpp's meaning and chain order."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import PyspecError
+
+_PARAM_STATUS = 3
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How each verify row is turned into a distribution, as llama-cpp-python's chain does.
+
+    The transforms run in llama.cpp's order: top-k, then top-p (normalised over the top-k
+    survivors), then min-p (relative to the maximum), all on the untempered logits; then
+    temperature; then the draw.
+
+    Parameters
+    ----------
+    temperature : float
+        ``<= 0`` means greedy (argmax, ties to the lowest token id). Must be finite.
+    top_k : int
+        Keep the ``top_k`` largest logits; ``<= 0`` (or ``>= n_vocab``) turns it off.
+    top_p : float
+        Nucleus mass in ``(0, 1]``; ``1`` turns it off.
+    min_p : float
+        Keep tokens whose probability is at least ``min_p`` times the top one; ``<= 0`` turns
+        it off; must be ``<= 1``.
+    seed : int
+        Key of every random draw, in ``[0, 2**64)``. A draw depends only on
+        (seed, absolute position, purpose).
+    """
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self):
+        def bad(name, why):
+            raise PyspecError(f"SamplingParams.{name} {why}, got {getattr(self, name)!r}",
+                              _PARAM_STATUS)
+
+        for name in ("temperature", "top_p", "min_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                bad(name, "must be a number")
+        if not math.isfinite(self.temperature):
+            bad("temperature", "must be finite (<= 0 means greedy)")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int):
+            bad("top_k", "must be an int (<= 0 turns top-k off)")
+        if not (-2**31 <= self.top_k < 2**31):
+            bad("top_k", "must fit in 32 bits")
+        if not (0.0 < self.top_p <= 1.0):
+            bad("top_p", "must be in (0, 1] (1 turns top-p off)")
+        if math.isnan(self.min_p) or self.min_p > 1.0:
+            bad("min_p", "must be <= 1 (<= 0 turns min-p off)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            bad("seed", "must be an int in [0, 2**64)")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    @classmethod
+    def greedy_params(cls, seed: int = 0) -> "SamplingParams":
+        """Greedy decoding (the transforms do not matter for an argmax)."""
+        return cls(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+
+    def fill(self, c_params) -> None:
+        """Writes these parameters into a ``pyspec_sampling_params`` cdata."""
+        c_params.temperature = self.temperature
+        c_params.top_k = self.top_k
+        c_params.top_p = self.top_p
+        c_params.min_p = self.min_p
+        c_params.seed = self.seed

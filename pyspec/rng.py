@@ -1,0 +1,29 @@
+"""The counter-based draws: every uniform is a pure function of (seed, position, purpose)."""
+from __future__ import annotations
+
+import enum
+
+from ._ffi import ffi, lib
+
+
+class Purpose(enum.IntEnum):
+    """Which stream a draw belongs to; streams never share a Philox counter."""
+
+    SAMPLE = 1
+    ACCEPT = 2
+    RESIDUAL = 3
+    DRAFT = 4
+
+
+def uniform(seed: int, position: int, purpose: Purpose) -> float:
+    """The uniform in [0, 1) (53 bits) that pyspec draws for (seed, position, purpose)."""
+    return float(lib.pyspec_uniform(seed, position, int(purpose)))
+
+
+def philox4x32_10(counter, key) -> tuple:
+    """One Philox4x32-10 block: four 32-bit counter words, two key words -> four words."""
+    c = ffi.new("uint32_t[4]", list(counter))
+    k = ffi.new("uint32_t[2]", list(key))
+    out = ffi.new("uint32_t[4]")
+    lib.pyspec_philox4x32_10(c, k, out)
+    return tuple(int(x) for x in out)

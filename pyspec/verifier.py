@@ -1,0 +1,324 @@
+"""The fused verifier: ``verify``, ``verify_batch``, ``verify_from_pointer``, ``sample``.
+
+All of them end in one C call, ``pyspec_verify_batch`` (or ``pyspec_sample``), that reads
+the logits where they lie: no copy, no up-cast, no probability tensor.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from . import _arrays
+from ._ffi import ffi, lib
+from .errors import PyspecError, raise_for_status
+from .params import SamplingParams
+
+DEFAULT_PARAMS = SamplingParams()
+
+
+def default_threads() -> int:
+    """Worker threads per call: ``PYSPEC_NUM_THREADS`` or the machine's cores (at most 8)."""
+    env = os.environ.get("PYSPEC_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+class _Verifiers(threading.local):
+    """One C verifier (its scratch) per Python thread, grown when a call needs more."""
+
+    def __init__(self):
+        self.handle = None
+        self.vocab = 0
+        self.threads = 0
+
+    def get(self, n_vocab: int, n_threads: int):
+        if self.handle is None or n_vocab > self.vocab or n_threads > self.threads:
+            vocab, threads = max(n_vocab, self.vocab), max(n_threads, self.threads)
+            out = ffi.new("pyspec_verifier **")
+            err = ffi.new("pyspec_error *")
+            raise_for_status(lib.pyspec_verifier_create(vocab, threads, out, err),
+                             ffi.string(err.message).decode())
+            self.handle = ffi.gc(out[0], lib.pyspec_verifier_free)
+            self.vocab, self.threads = vocab, threads
+        return self.handle
+
+
+_VERIFIERS = _Verifiers()
+
+
+def _check(status: int, err) -> None:
+    if status:
+        raise_for_status(status, ffi.string(err.message).decode())
+
+
+@dataclass
+class SparseDraftProbs:
+    """Draft distributions given as (token, probability) pairs, one row per draft.
+
+    ``tokens`` and ``probs`` are ``[n_draft, m]`` (int32 / float32); a token a row does not
+    list has probability 0; pad rows with probability 0.
+    """
+
+    tokens: np.ndarray
+    probs: np.ndarray
+
+
+DraftProbs = Union[None, np.ndarray, SparseDraftProbs]
+
+
+@dataclass
+class VerifyResult:
+    """Outcome of verifying one sequence.
+
+    ``tokens`` holds the ``n_accepted`` accepted drafts followed by exactly one corrective or
+    bonus token; ``logprobs`` (when requested) the log-probability of each under the raw
+    target distribution (log-softmax of the untransformed logits).
+    """
+
+    n_accepted: int
+    tokens: np.ndarray
+    logprobs: Optional[np.ndarray] = None
+
+
+@dataclass
+class VerifyRequest:
+    """One sequence of a ``verify_batch`` call (see ``verify`` for the fields)."""
+
+    target_logits: np.ndarray
+    draft_tokens: Sequence[int]
+    draft_probs: DraftProbs = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    position: int = 0
+
+
+class _Call:
+    """Builds the C structs of one call and keeps every buffer alive until it returns."""
+
+    def __init__(self, n_seqs: int, want_logprobs: bool):
+        self.seqs = ffi.new("pyspec_sequence[]", max(n_seqs, 1))
+        self.keep = []
+        self.outputs = []
+        self.want_logprobs = want_logprobs
+
+    def add(self, i: int, logits_ptr, row_stride: int, n_vocab: int, draft_tokens,
+            draft_probs: DraftProbs, params: SamplingParams, position: int):
+        if not isinstance(params, SamplingParams):
+            raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
+            raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
+        tokens = _arrays.token_ids(draft_tokens, "draft_tokens", n_vocab)
+        n_draft = tokens.size
+        seq = self.seqs[i]
+        seq.target_logits = logits_ptr
+        seq.logits_row_stride = row_stride
+        seq.draft_tokens = ffi.cast("int32_t *", _arrays.address(tokens)) if n_draft else ffi.NULL
+        seq.n_draft = n_draft
+        seq.position = int(position)
+        params.fill(seq.params)
+        seq.draft_probs = self._draft_probs(draft_probs, n_draft, n_vocab)
+        out_tokens = np.empty(n_draft + 1, dtype=np.int32)
+        out_n = np.zeros(1, dtype=np.int64)
+        out_lp = np.empty(n_draft + 1, dtype=np.float32) if self.want_logprobs else None
+        seq.out_tokens = ffi.cast("int32_t *", _arrays.address(out_tokens))
+        seq.out_n_accepted = ffi.cast("int64_t *", _arrays.address(out_n))
+        seq.out_logprobs = ffi.cast("float *", _arrays.address(out_lp)) if out_lp is not None else ffi.NULL
+        self.keep += [tokens]
+        self.outputs.append((out_n, out_tokens, out_lp))
+
+    def _draft_probs(self, probs: DraftProbs, n_draft: int, n_vocab: int):
+        if probs is None:
+            return ffi.NULL
+        dp = ffi.new("pyspec_draft_probs *")
+        self.keep.append(dp)
+        if isinstance(probs, SparseDraftProbs):
+            toks = np.asarray(probs.tokens)
+            vals = np.asarray(probs.probs)
+            if toks.shape != vals.shape or toks.ndim != 2 or toks.shape[0] != n_draft:
+                raise _arrays.shape_error(
+                    f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
+                    f"tokens {toks.shape} and probs {vals.shape}")
+            if vals.dtype != np.float32:
+                raise PyspecError(f"draft_probs.probs must be float32, got {vals.dtype}", 7)
+            toks = _arrays.token_ids(toks.ravel(), "draft_probs.tokens", n_vocab).reshape(toks.shape)
+            vals = np.ascontiguousarray(vals)
+            self.keep += [toks, vals]
+            dp.tokens = ffi.cast("int32_t *", _arrays.address(toks))
+            dp.probs = ffi.cast("float *", _arrays.address(vals))
+            dp.row_stride = toks.shape[1]
+            dp.n_per_row = toks.shape[1]
+            return dp
+        arr = _arrays.as_array(probs, "draft_probs")
+        if arr.dtype != np.float32:
+            raise PyspecError(f"draft_probs must be float32, got {arr.dtype}", 7)
+        if arr.ndim != 2 or arr.shape != (n_draft, n_vocab):
+            raise _arrays.shape_error(
+                f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, {n_vocab}], "
+                f"got {arr.shape}")
+        if n_draft > 1 and (arr.strides[1] != 4 or arr.strides[0] % 4):
+            arr = np.ascontiguousarray(arr)
+        if arr.strides[1] != 4 and n_vocab > 1:
+            arr = np.ascontiguousarray(arr)
+        self.keep.append(arr)
+        dp.probs = ffi.cast("float *", _arrays.address(arr))
+        dp.tokens = ffi.NULL
+        dp.row_stride = arr.strides[0] // 4 if n_draft > 1 else n_vocab
+        dp.n_per_row = 0
+        return dp
+
+    def run(self, n_seqs: int, n_vocab: int, dtype: int, n_threads: Optional[int]):
+        n_threads = default_threads() if n_threads is None else int(n_threads)
+        if n_threads < 1:
+            raise PyspecError(f"n_threads must be >= 1, got {n_threads}", 2)
+        verifier = _VERIFIERS.get(n_vocab, n_threads)
+        err = ffi.new("pyspec_error *")
+        _check(lib.pyspec_verify_batch(verifier, self.seqs, n_seqs, n_vocab, dtype, n_threads, err), err)
+        results = []
+        for out_n, out_tokens, out_lp in self.outputs:
+            n = int(out_n[0])
+            results.append(VerifyResult(n, out_tokens[: n + 1].copy(),
+                                        None if out_lp is None else out_lp[: n + 1].copy()))
+        return results
+
+
+def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
+           params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
+           logprobs: bool = False, n_threads: Optional[int] = None) -> VerifyResult:
+    """Verifies the drafts of one sequence against the target's logits, in one fused pass.
+
+    Parameters
+    ----------
+    target_logits : ndarray, float32 or float16, shape ``[n_draft + 1, n_vocab]``, host
+        Row ``i`` predicts absolute position ``position + i``. Read in place: rows may be a
+        strided view (for example of llama.cpp's logits buffer) but each row must be
+        contiguous.
+    draft_tokens : sequence of int, length ``n_draft``
+        The drafted token ids, each in ``[0, n_vocab)``.
+    draft_probs : None, ndarray float32 ``[n_draft, n_vocab]``, or SparseDraftProbs
+        ``None`` for point-mass drafts (n-gram lookup, greedy drafters): the emitted tokens
+        are then exactly what ``sample(target_logits[i], params, position + i)`` returns, and
+        ``n_accepted`` is the first row where that sample differs from the draft. Otherwise the
+        distributions the drafts were drawn from: modified rejection sampling (accept with
+        probability ``min(1, p/q)``, else draw from ``norm(max(0, p - q))``; Leviathan et al.
+        2023). Only the entries needed are read.
+    params : SamplingParams
+        The target's sampling transforms and seed.
+    position : int
+        Absolute position of row 0 (the key of its random draws).
+    logprobs : bool
+        Also return each emitted token's log-probability under the raw target distribution
+        (one extra pass per emitted row).
+    n_threads : int, optional
+        Worker threads (default ``default_threads()``). The result never depends on it.
+
+    Returns
+    -------
+    VerifyResult
+        ``n_accepted`` and ``tokens`` (int32, ``len == n_accepted + 1``).
+
+    Examples
+    --------
+    >>> import numpy as np, pyspec
+    >>> logits = np.random.default_rng(0).standard_normal((3, 1000)).astype(np.float32)
+    >>> r = pyspec.verify(logits, [5, 7], params=pyspec.SamplingParams(seed=1))
+    >>> len(r.tokens) == r.n_accepted + 1
+    True
+    """
+    n_draft = len(draft_tokens) if not isinstance(draft_tokens, np.ndarray) else draft_tokens.size
+    arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
+    call = _Call(1, logprobs)
+    call.add(0, ffi.cast("void *", _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
+             draft_probs, params, position)
+    call.keep.append(arr)
+    return call.run(1, arr.shape[1], dtype, n_threads)[0]
+
+
+def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
+                 n_threads: Optional[int] = None) -> list:
+    """Verifies many sequences in one call: ragged draft counts, per-sequence params and
+    positions. All logits must share one dtype and vocabulary size. Returns a list of
+    ``VerifyResult``, identical to calling ``verify`` on each request."""
+    if not requests:
+        return []
+    call = _Call(len(requests), logprobs)
+    n_vocab = dtype = None
+    for i, req in enumerate(requests):
+        if not isinstance(req, VerifyRequest):
+            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}", 2)
+        n_draft = len(req.draft_tokens)
+        arr, code, stride = _arrays.logits_rows(req.target_logits, f"requests[{i}].target_logits", n_draft + 1)
+        if n_vocab is None:
+            n_vocab, dtype = arr.shape[1], code
+        elif arr.shape[1] != n_vocab or code != dtype:
+            raise _arrays.shape_error(
+                f"requests[{i}].target_logits is [{arr.shape[1]}] {arr.dtype}; every request "
+                f"must share requests[0]'s vocabulary ({n_vocab}) and dtype")
+        call.keep.append(arr)
+        call.add(i, ffi.cast("void *", _arrays.address(arr)), stride, n_vocab, req.draft_tokens,
+                 req.draft_probs, req.params, req.position)
+    return call.run(len(requests), n_vocab, dtype, n_threads)
+
+
+def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
+                        draft_probs: DraftProbs = None, params: SamplingParams = DEFAULT_PARAMS,
+                        position: int = 0, *, row_stride: Optional[int] = None,
+                        dtype: str = "float32", logprobs: bool = False,
+                        n_threads: Optional[int] = None) -> VerifyResult:
+    """``verify`` on logits given as a raw host address (llama.cpp's logits buffer).
+
+    ``logits_address`` points at row 0 of ``len(draft_tokens) + 1`` rows of ``n_vocab``
+    elements of ``dtype`` ("float32", "float16" or "bfloat16"), rows ``row_stride`` elements
+    apart (default ``n_vocab``). Nothing is copied; the caller keeps the buffer alive.
+    """
+    if not isinstance(logits_address, int) or isinstance(logits_address, bool) or logits_address <= 0:
+        raise PyspecError(f"logits_address must be a non-null integer address, got {logits_address!r}", 1)
+    code = _arrays.DTYPE_NAMES.get(str(dtype))
+    if code is None:
+        raise PyspecError(f"dtype must be one of {sorted(_arrays.DTYPE_NAMES)}, got {dtype!r}", 7)
+    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or n_vocab < 1:
+        raise _arrays.shape_error(f"n_vocab must be an int >= 1, got {n_vocab!r}")
+    stride = n_vocab if row_stride is None else int(row_stride)
+    call = _Call(1, logprobs)
+    call.add(0, ffi.cast("void *", logits_address), stride, n_vocab, draft_tokens, draft_probs,
+             params, position)
+    return call.run(1, n_vocab, code, n_threads)[0]
+
+
+def _single_row(logits, params):
+    arr, dtype, _ = _arrays.logits_rows(logits, "logits", 1)
+    if not isinstance(params, SamplingParams):
+        raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
+    c_params = ffi.new("pyspec_sampling_params *")
+    params.fill(c_params)
+    return arr, dtype, c_params
+
+
+def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0) -> int:
+    """Draws one token from one row of logits (``[n_vocab]`` float32/float16) at absolute
+    ``position``. A point-mass ``verify`` emits exactly this token at that position."""
+    arr, dtype, c_params = _single_row(logits, params)
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
+        raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
+    out = ffi.new("int32_t *")
+    err = ffi.new("pyspec_error *")
+    verifier = _VERIFIERS.get(arr.shape[1], 1)
+    _check(lib.pyspec_sample(verifier, ffi.cast("void *", _arrays.address(arr)), arr.shape[1],
+                             dtype, c_params, int(position), out, ffi.NULL, err), err)
+    return int(out[0])
+
+
+def distribution(logits, params: SamplingParams = DEFAULT_PARAMS) -> np.ndarray:
+    """The distribution ``sample`` draws from (after top-k, top-p, min-p and temperature),
+    as a dense float32 ``[n_vocab]`` array."""
+    arr, dtype, c_params = _single_row(logits, params)
+    out = np.empty(arr.shape[1], dtype=np.float32)
+    err = ffi.new("pyspec_error *")
+    verifier = _VERIFIERS.get(arr.shape[1], 1)
+    _check(lib.pyspec_distribution(verifier, ffi.cast("void *", _arrays.address(arr)),
+                                   arr.shape[1], dtype, c_params,
+                                   ffi.cast("float *", _arrays.address(out)), err), err)
+    return out
