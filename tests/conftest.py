@@ -1,0 +1,56 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def qwen_path():
+    from pyspec.models import ensure_model
+
+    return str(ensure_model("qwen2.5-coder-1.5b"))
+
+
+@pytest.fixture(scope="session")
+def gemma_path():
+    from pyspec.models import ensure_model
+
+    return str(ensure_model("gemma3-270m"))
+
+
+def _real_logits(path, prompt, n_rows):
+    """The last n_rows logit rows of a real model evaluating a real prompt."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True,
+                          verbose=False, n_threads=2)
+    tokens = llm.tokenize(prompt.encode())
+    llm.eval(tokens)
+    rows = np.array(llm.scores[len(tokens) - n_rows: len(tokens)], dtype=np.float32)
+    llm.close()
+    return rows
+
+
+CODE_PROMPT = (
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+    "    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n"
+    "def factorial(n):\n"
+)
+
+
+@pytest.fixture(scope="session")
+def qwen_logits(qwen_path):
+    return _real_logits(qwen_path, CODE_PROMPT, 9)
+
+
+@pytest.fixture(scope="session")
+def gemma_logits(gemma_path):
+    return _real_logits(gemma_path, CODE_PROMPT, 9)
