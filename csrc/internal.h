@@ -16,6 +16,7 @@ typedef struct pyspec_scratch {
     int32_t *token;
     float   *logit;
     float   *weight;
+    float   *draft_q; /* all zeros between uses: sparse draft rows are scattered here */
 } pyspec_scratch;
 
 struct pyspec_verifier {

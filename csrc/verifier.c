@@ -34,6 +34,7 @@ void pyspec_verifier_free(pyspec_verifier *v) {
             free(v->scratch[t].token);
             free(v->scratch[t].logit);
             free(v->scratch[t].weight);
+            free(v->scratch[t].draft_q);
         }
         free(v->scratch);
     }
@@ -60,7 +61,9 @@ pyspec_status pyspec_verifier_create(int64_t max_vocab, int32_t max_threads,
         v->scratch[t].token = malloc((size_t)max_vocab * sizeof(int32_t));
         v->scratch[t].logit = malloc((size_t)max_vocab * sizeof(float));
         v->scratch[t].weight = malloc((size_t)max_vocab * sizeof(float));
-        ok = v->scratch[t].token && v->scratch[t].logit && v->scratch[t].weight;
+        v->scratch[t].draft_q = calloc((size_t)max_vocab, sizeof(float));
+        ok = v->scratch[t].token && v->scratch[t].logit && v->scratch[t].weight &&
+             v->scratch[t].draft_q;
     }
     if (!ok) {
         pyspec_verifier_free(v);

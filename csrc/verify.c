@@ -75,19 +75,38 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
         } else {
             /* Residual max(0, p - q) lives on the target's kept set: p is 0 elsewhere. The
              * kept set's weights are reused in place as residual weights. */
+            const pyspec_draft_probs *dp = seq->draft_probs;
+            const float *q_row = dp->probs + i * dp->row_stride;
+            if (dp->tokens) { /* scatter the sparse row so each lookup is O(1) */
+                const int32_t *q_tok = dp->tokens + i * dp->row_stride;
+                for (int64_t j = 0; j < dp->n_per_row; ++j) scratch->draft_q[q_tok[j]] += q_row[j];
+                q_row = scratch->draft_q;
+            }
             double residual = 0.0;
             float *w = (float *)dist.weight;
+            int q_ok = 1;
+            int32_t bad_token = 0;
+            float bad_q = 0.0f;
             for (int64_t j = 0; j < dist.n; ++j) {
-                double q;
-                if (!draft_q(seq->draft_probs, i, dist.token[j], &q))
-                    return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
-                                       "draft_probs row %lld gives token %d probability %g;"
-                                       " it must be in [0, 1]",
-                                       (long long)i, dist.token[j], q);
+                const float q = q_row[dist.token[j]];
+                if (!(q >= 0.0f && q <= 1.0001f) && q_ok) {
+                    q_ok = 0;
+                    bad_token = dist.token[j];
+                    bad_q = q;
+                }
                 double r = (double)w[j] / dist.total - q;
                 w[j] = r > 0.0 ? (float)r : 0.0f;
                 residual += w[j];
             }
+            if (dp->tokens) { /* leave the scatter buffer all zeros again */
+                const int32_t *q_tok = dp->tokens + i * dp->row_stride;
+                for (int64_t j = 0; j < dp->n_per_row; ++j) scratch->draft_q[q_tok[j]] = 0.0f;
+            }
+            if (!q_ok)
+                return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                                   "draft_probs row %lld gives token %d probability %g;"
+                                   " it must be in [0, 1]",
+                                   (long long)i, bad_token, (double)bad_q);
             const double u_res = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_RESIDUAL);
             if (residual > 0.0) {
                 dist.total = residual;

@@ -1,0 +1,181 @@
+"""Exactness: every verification mode leaves the target distribution unchanged.
+
+For each mode the first emitted token is collected over N seeds and compared with the
+target distribution computed independently in numpy (reference.py) by a chi-square test
+at ALPHA. Each test is shown to have power: deliberately wrong verifiers (accept always,
+resample from the target after a rejection, reuse the draft's uniform for acceptance, the
+bias vLLM once shipped) run through the same check and must fail it.
+"""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import pyspec
+from pyspec import Purpose
+from reference import chisquare_pvalue, peaked_logits, reference_distribution
+
+ALPHA = 1e-3
+N = 12000
+DEFAULT = pyspec.SamplingParams()
+COMBOS = [
+    pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=0.9, min_p=0.0),
+    pyspec.SamplingParams(temperature=0.7, top_k=0, top_p=1.0, min_p=0.02),
+    pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    pyspec.SamplingParams(temperature=1.5, top_k=25, top_p=0.8, min_p=0.0),
+]
+
+
+class Draft:
+    """A drafter's row: its distribution q and inverse-CDF draws keyed by the DRAFT stream."""
+
+    def __init__(self, probs: np.ndarray):
+        self.probs = probs.astype(np.float32)
+        self.cum = np.cumsum(probs.astype(np.float64))
+
+    def draw(self, seed: int, position: int) -> int:
+        u = pyspec.uniform(seed, position, Purpose.DRAFT)
+        return self.draw_with(u)
+
+    def draw_with(self, u: float) -> int:
+        idx = int(np.searchsorted(self.cum, u * self.cum[-1], side="right"))
+        return min(idx, int(np.flatnonzero(self.probs > 0)[-1]))
+
+
+def draft_for(target_row, rng, params):
+    """A plausible draft model: the target's logits perturbed, with its own transforms."""
+    noisy = target_row + rng.standard_normal(target_row.size).astype(np.float32) * 1.5
+    draft_params = replace(params, temperature=max(params.temperature, 0.5) * 1.2,
+                           top_k=20 if params.top_k else 0)
+    return Draft(pyspec.distribution(noisy, draft_params))
+
+
+def first_tokens_point_mass(rows, drafts, params, n=N):
+    return np.array([pyspec.verify(rows, drafts, params=replace(params, seed=s)).tokens[0]
+                     for s in range(n)])
+
+
+def first_tokens_with_probs(rows, draft, params, n=N, sparse=False):
+    out = np.empty(n, dtype=np.int64)
+    if sparse:
+        support = np.flatnonzero(draft.probs)
+        probs = pyspec.SparseDraftProbs(support[None, :].astype(np.int32),
+                                        draft.probs[support][None, :])
+    else:
+        probs = draft.probs[None, :]
+    for s in range(n):
+        x = draft.draw(s, 0)
+        out[s] = pyspec.verify(rows, [x], probs, params=replace(params, seed=s)).tokens[0]
+    return out
+
+
+# ---- deliberately wrong verifiers: the checks must catch them ----------------------------
+
+def broken_accept_always(p, draft, n=N):
+    return np.array([draft.draw(s, 0) for s in range(n)])
+
+
+def broken_resample_from_target(p, draft, n=N):
+    """Rejection handled by drawing from p instead of norm(max(0, p - q))."""
+    target = Draft(p)
+    out = []
+    for s in range(n):
+        x = draft.draw(s, 0)
+        accept = pyspec.uniform(s, 0, Purpose.ACCEPT) * draft.probs[x] < p[x]
+        out.append(x if accept else target.draw_with(pyspec.uniform(s, 0, Purpose.RESIDUAL)))
+    return np.array(out)
+
+
+def broken_shared_uniform(p, draft, n=N):
+    """The acceptance test reuses the uniform the draft was drawn with."""
+    out = []
+    for s in range(n):
+        u = pyspec.uniform(s, 0, Purpose.DRAFT)
+        x = draft.draw_with(u)
+        if u * draft.probs[x] < p[x]:
+            out.append(x)
+        else:
+            r = np.maximum(p - draft.probs, 0)
+            out.append(Draft(r).draw_with(pyspec.uniform(s, 0, Purpose.RESIDUAL)))
+    return np.array(out)
+
+
+# ---- the tests ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big_rows():
+    return peaked_logits(np.random.default_rng(7), 151936, n_rows=3)
+
+
+def test_point_mass_default_params_real_vocabulary(big_rows):
+    p = reference_distribution(big_rows[0], DEFAULT)
+    likely, unlikely = int(np.argmax(p)), int(np.argsort(p)[-3])
+    for draft_token in (likely, unlikely):
+        got = first_tokens_point_mass(big_rows, [draft_token, 0], DEFAULT)
+        assert chisquare_pvalue(got, p) > ALPHA
+
+
+def test_point_mass_output_does_not_depend_on_the_drafter(big_rows):
+    # Exactly what sample() draws, position by position, whatever the drafts.
+    for s in range(200):
+        params = replace(DEFAULT, seed=s)
+        plain = [pyspec.sample(big_rows[i], params, 10 + i) for i in range(3)]
+        for drafts in ([plain[0], plain[1]], [plain[0], 5], [7, 8]):
+            r = pyspec.verify(big_rows, drafts, params=params, position=10)
+            assert list(r.tokens) == plain[: r.n_accepted + 1]
+            assert r.n_accepted == next((i for i, d in enumerate(drafts) if d != plain[i]), 2)
+
+
+@pytest.mark.parametrize("params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}")
+def test_point_mass_transform_combinations(params):
+    rows = peaked_logits(np.random.default_rng(11), 5000, n_rows=2)
+    p = reference_distribution(rows[0], params)
+    got = first_tokens_point_mass(rows, [int(np.argmax(p))], params, n=8000)
+    assert chisquare_pvalue(got, p) > ALPHA
+
+
+def test_draft_probs_default_params_real_vocabulary(big_rows):
+    p = reference_distribution(big_rows[0], DEFAULT)
+    draft = draft_for(big_rows[0], np.random.default_rng(3), DEFAULT)
+    # The draft is really different: otherwise the test would prove nothing.
+    assert 0.5 * np.abs(draft.probs - p).sum() > 0.2
+    got = first_tokens_with_probs(big_rows[:2], draft, DEFAULT)
+    assert chisquare_pvalue(got, p) > ALPHA
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}")
+def test_draft_probs_transform_combinations(params, sparse):
+    rows = peaked_logits(np.random.default_rng(5), 5000, n_rows=2)
+    p = reference_distribution(rows[0], params)
+    draft = draft_for(rows[0], np.random.default_rng(9), params)
+    got = first_tokens_with_probs(rows, draft, params, n=8000, sparse=sparse)
+    assert chisquare_pvalue(got, p) > ALPHA
+
+
+def test_draft_probs_one_hot_drafter():
+    """A greedy drafter that reports its point mass: rejection draws from p minus x."""
+    rows = peaked_logits(np.random.default_rng(13), 5000, n_rows=2)
+    p = reference_distribution(rows[0], DEFAULT)
+    onehot = np.zeros(5000, dtype=np.float32)
+    onehot[int(np.argsort(p)[-2])] = 1.0
+    got = first_tokens_with_probs(rows, Draft(onehot), DEFAULT, n=8000)
+    assert chisquare_pvalue(got, p) > ALPHA
+
+
+def test_greedy_emits_the_argmax_and_accepts_exactly_the_matching_prefix(big_rows):
+    greedy = pyspec.SamplingParams.greedy_params()
+    best = big_rows.argmax(axis=1)
+    for drafts, n_acc in (([best[0], best[1]], 2), ([best[0], 3], 1), ([3, best[1]], 0)):
+        for probs in (None, np.full((2, big_rows.shape[1]), 1.0 / big_rows.shape[1], np.float32)):
+            r = pyspec.verify(big_rows, drafts, probs, params=greedy)
+            assert r.n_accepted == n_acc
+            assert list(r.tokens) == list(best[: n_acc + 1])
+
+
+@pytest.mark.parametrize("broken", [broken_accept_always, broken_resample_from_target,
+                                    broken_shared_uniform])
+def test_the_check_has_power_against_broken_verifiers(broken, big_rows):
+    p = reference_distribution(big_rows[0], DEFAULT)
+    draft = draft_for(big_rows[0], np.random.default_rng(3), DEFAULT)
+    assert chisquare_pvalue(broken(p, draft), p) < ALPHA
