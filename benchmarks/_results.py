@@ -25,13 +25,16 @@ def measure(benchmark, case: Case, fn: Callable, *, budget_s: float = 0.4,
     slower than verify) while giving fast calls enough rounds for a stable median.
     """
     benchmark.group = case.group
-    for _ in range(2):          # first calls pay for page faults and pyspec's scratch buffers
-        fn()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
+    fn()                        # the first call pays for page faults and pyspec's scratch
+    once = min(_seconds(fn) for _ in range(3))   # min: one preempted call must not set it
     rounds = int(min(max_rounds, max(min_rounds, budget_s / max(once, 1e-7))))
     return benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+
+
+def _seconds(fn: Callable) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def _case_info(case: Case, logits_bytes: int) -> dict:

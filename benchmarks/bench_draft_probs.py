@@ -1,7 +1,7 @@
 """pyspec.verify with dense draft probabilities (modified rejection sampling).
 
-The drafts are drawn from a perturbed copy of the target's distribution, so some are
-rejected: ``n_accepted`` (in extra_info) says how many rows this configuration reads.
+The drafts are drawn from a slightly perturbed copy of the target's distribution, so a
+draft may be rejected: ``n_accepted`` (in extra_info) says how many rows the call reads.
 """
 import pytest
 
