@@ -191,6 +191,17 @@ PYSPEC_API pyspec_status pyspec_distribution(pyspec_verifier *verifier, const vo
                                              const pyspec_sampling_params *params,
                                              float *out_probs, pyspec_error *err);
 
+/* The same distribution as its kept set, most likely first when top-k is on (in no set
+ * order otherwise): up to `capacity` (token, probability) pairs, their count in *out_n.
+ * A kept set larger than capacity is PYSPEC_ERR_CAPACITY (pass capacity = n_vocab to
+ * never fail). What a drafter hands the verifier as sparse draft probabilities. */
+PYSPEC_API pyspec_status pyspec_distribution_sparse(pyspec_verifier *verifier, const void *logits,
+                                                    int64_t n_vocab, int32_t dtype,
+                                                    const pyspec_sampling_params *params,
+                                                    int32_t *out_tokens, float *out_probs,
+                                                    int64_t capacity, int64_t *out_n,
+                                                    pyspec_error *err);
+
 /* The uniform in [0, 1) (53 bits) drawn for (seed, position, purpose). */
 PYSPEC_API double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose);
 

@@ -15,6 +15,9 @@
 #  include <immintrin.h>
 #  define PYSPEC_HAVE_AVX2 1
 #endif
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#  define PYSPEC_HAVE_AVX512 1
+#endif
 
 /* ---- scalar element loads -------------------------------------------------------------- */
 
@@ -141,31 +144,87 @@ static inline __attribute__((always_inline)) __m256 load8(const void *row, int32
 }
 #endif
 
+#if defined(PYSPEC_HAVE_AVX512)
+static inline __attribute__((always_inline)) __m512 load16(const void *row, int32_t dtype,
+                                                           int64_t i) {
+    switch (dtype) {
+    case PYSPEC_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    case PYSPEC_BF16: {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    default: return _mm512_loadu_ps((const float *)row + i);
+    }
+}
+#endif
+
+/* Offers the elements of a 32-element block whose bits are set in `mask` (bit j: element
+ * base + j exceeded the threshold when the block was loaded). Usually one or two. */
+static inline void offer_masked(top_k_state *s, const void *row, int32_t dtype, int64_t base,
+                                uint32_t mask) {
+    while (mask) {
+        int j = __builtin_ctz(mask);
+        mask &= mask - 1;
+        top_k_offer(s, load_one(row, dtype, base + j), (int32_t)(base + j));
+    }
+}
+
 static inline __attribute__((always_inline)) pyspec_status
 scan_top_k_impl(const void *row, int64_t n_vocab, const int32_t dtype, top_k_state *s,
                 pyspec_bad_logit *bad) {
     int64_t i = 0;
-#if defined(PYSPEC_HAVE_AVX2)
-    const __m256 pos_inf = _mm256_set1_ps(INFINITY);
-    __m256 bad_acc = _mm256_setzero_ps();
-    __m256 thr = _mm256_set1_ps(s->threshold);
-    for (; i + 32 <= n_vocab; i += 32) {
-        __m256 v0 = load8(row, dtype, i), v1 = load8(row, dtype, i + 8);
-        __m256 v2 = load8(row, dtype, i + 16), v3 = load8(row, dtype, i + 24);
-        /* NaN compares unordered with itself; +inf survives max and is caught below. */
-        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
-        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q));
-        __m256 m = _mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3));
-        bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(m, pos_inf, _CMP_EQ_OQ));
-        if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_GT_OQ))) {
-            for (int64_t j = i; j < i + 32; ++j) top_k_offer(s, load_one(row, dtype, j), (int32_t)j);
-            thr = _mm256_set1_ps(s->threshold);
+#if defined(PYSPEC_HAVE_AVX512)
+    {
+        const __m512 pos_inf = _mm512_set1_ps(INFINITY);
+        __mmask16 bad_acc = 0;
+        __m512 thr = _mm512_set1_ps(s->threshold);
+        for (; i + 32 <= n_vocab; i += 32) {
+            __m512 v0 = load16(row, dtype, i), v1 = load16(row, dtype, i + 16);
+            /* NaN compares unordered; +inf survives the max and is caught by the eq test. */
+            __m512 m = _mm512_max_ps(v0, v1);
+            bad_acc |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q) |
+                       _mm512_cmp_ps_mask(m, pos_inf, _CMP_EQ_OQ);
+            if (_mm512_cmp_ps_mask(m, thr, _CMP_GT_OQ)) {
+                uint32_t mask = (uint32_t)_mm512_cmp_ps_mask(v0, thr, _CMP_GT_OQ) |
+                                ((uint32_t)_mm512_cmp_ps_mask(v1, thr, _CMP_GT_OQ) << 16);
+                offer_masked(s, row, dtype, i, mask);
+                thr = _mm512_set1_ps(s->threshold);
+            }
+        }
+        if (bad_acc) {
+            bad->index = first_bad_index(row, n_vocab, dtype);
+            bad->value = load_one(row, dtype, bad->index);
+            return PYSPEC_ERR_LOGITS;
         }
     }
-    if (_mm256_movemask_ps(bad_acc)) {
-        bad->index = first_bad_index(row, n_vocab, dtype);
-        bad->value = load_one(row, dtype, bad->index);
-        return PYSPEC_ERR_LOGITS;
+#elif defined(PYSPEC_HAVE_AVX2)
+    {
+        const __m256 pos_inf = _mm256_set1_ps(INFINITY);
+        __m256 bad_acc = _mm256_setzero_ps();
+        __m256 thr = _mm256_set1_ps(s->threshold);
+        for (; i + 32 <= n_vocab; i += 32) {
+            __m256 v0 = load8(row, dtype, i), v1 = load8(row, dtype, i + 8);
+            __m256 v2 = load8(row, dtype, i + 16), v3 = load8(row, dtype, i + 24);
+            /* NaN compares unordered; +inf survives the max and is caught by the eq test. */
+            bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+            bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q));
+            __m256 m = _mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3));
+            bad_acc = _mm256_or_ps(bad_acc, _mm256_cmp_ps(m, pos_inf, _CMP_EQ_OQ));
+            if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_GT_OQ))) {
+                uint32_t mask = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(v0, thr, _CMP_GT_OQ)) |
+                                ((uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(v1, thr, _CMP_GT_OQ)) << 8) |
+                                ((uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(v2, thr, _CMP_GT_OQ)) << 16) |
+                                ((uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(v3, thr, _CMP_GT_OQ)) << 24);
+                offer_masked(s, row, dtype, i, mask);
+                thr = _mm256_set1_ps(s->threshold);
+            }
+        }
+        if (_mm256_movemask_ps(bad_acc)) {
+            bad->index = first_bad_index(row, n_vocab, dtype);
+            bad->value = load_one(row, dtype, bad->index);
+            return PYSPEC_ERR_LOGITS;
+        }
     }
 #endif
     for (; i < n_vocab; ++i) {

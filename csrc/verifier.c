@@ -20,7 +20,9 @@ int32_t pyspec_has_cuda(void) {
 }
 
 const char *pyspec_simd_name(void) {
-#if defined(__AVX2__) && defined(__F16C__)
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    return "avx512";
+#elif defined(__AVX2__) && defined(__F16C__)
     return "avx2";
 #else
     return "scalar";

@@ -306,6 +306,30 @@ pyspec_status pyspec_distribution(pyspec_verifier *v, const void *logits, int64_
     return PYSPEC_OK;
 }
 
+pyspec_status pyspec_distribution_sparse(pyspec_verifier *v, const void *logits, int64_t n_vocab,
+                                         int32_t dtype, const pyspec_sampling_params *params,
+                                         int32_t *out_tokens, float *out_probs, int64_t capacity,
+                                         int64_t *out_n, pyspec_error *err) {
+    pyspec_status st = check_single_row(v, logits, n_vocab, dtype, params, out_n, "out_n", err);
+    if (st != PYSPEC_OK) return st;
+    if (!out_tokens || !out_probs)
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", out_tokens ? "out_probs" : "out_tokens");
+    pyspec_row_dist dist;
+    pyspec_bad_logit bad;
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    if (dist.n > capacity)
+        return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
+                           "the distribution keeps %lld tokens but capacity is %lld",
+                           (long long)dist.n, (long long)capacity);
+    for (int64_t j = 0; j < dist.n; ++j) {
+        out_tokens[j] = dist.token[j];
+        out_probs[j] = (float)((double)dist.weight[j] / dist.total);
+    }
+    *out_n = dist.n;
+    return PYSPEC_OK;
+}
+
 double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose) {
     return pyspec_uniform_keyed(seed, position, purpose);
 }

@@ -8,8 +8,8 @@ from ._ffi import lib as _lib
 from .errors import CapacityError, DraftProbsError, LogitsError, PyspecError
 from .params import SamplingParams
 from .rng import Purpose, philox4x32_10, uniform
-from .verifier import (SparseDraftProbs, VerifyRequest, VerifyResult, default_threads,
-                       distribution, sample, verify, verify_batch, verify_from_pointer)
+from .verifier import (LogitsPointer, SparseDraftProbs, VerifyRequest, VerifyResult, default_threads,
+                       distribution, distribution_sparse, sample, verify, verify_batch, verify_from_pointer)
 
 def _c_string(value) -> str:
     from ._ffi import ffi
@@ -24,6 +24,6 @@ HAS_CUDA = bool(_lib.pyspec_has_cuda())
 __all__ = [
     "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",
     "SamplingParams", "SparseDraftProbs", "VerifyRequest", "VerifyResult", "default_threads",
-    "distribution", "philox4x32_10", "sample", "uniform", "verify", "verify_batch",
+    "distribution", "distribution_sparse", "LogitsPointer", "philox4x32_10", "sample", "uniform", "verify", "verify_batch",
     "verify_from_pointer", "SIMD", "HAS_CUDA",
 ]

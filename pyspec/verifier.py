@@ -32,6 +32,7 @@ class _Verifiers(threading.local):
     """One C verifier (its scratch) per Python thread, grown when a call needs more."""
 
     def __init__(self):
+        self.err = ffi.new("pyspec_error *")
         self.handle = None
         self.vocab = 0
         self.threads = 0
@@ -49,6 +50,7 @@ class _Verifiers(threading.local):
 
 
 _VERIFIERS = _Verifiers()
+_DEFAULT_THREADS = default_threads()
 
 
 def _check(status: int, err) -> None:
@@ -96,6 +98,28 @@ class VerifyRequest:
     position: int = 0
 
 
+_VOID_P = ffi.typeof("void *")
+_INT32_P = ffi.typeof("int32_t *")
+_FLOAT_P = ffi.typeof("float *")
+
+
+def _c_token_ids(tokens, name: str, n_vocab: int):
+    """int32 cdata for a list or array of token ids (range-checked by the C library, which
+    names the index; here only values that would wrap in 32 bits are caught)."""
+    if isinstance(tokens, np.ndarray):
+        if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
+            raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", 7)
+        if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
+            tokens = _arrays.token_ids(tokens, name, n_vocab)
+        return tokens.size, ffi.from_buffer("int32_t[]", tokens), tokens
+    try:
+        values = list(tokens)
+        return len(values), ffi.new("int32_t[]", values), None
+    except (OverflowError, TypeError):
+        arr = _arrays.token_ids(tokens, name, n_vocab)  # raises with the index
+        return arr.size, ffi.from_buffer("int32_t[]", arr), arr
+
+
 class _Call:
     """Builds the C structs of one call and keeps every buffer alive until it returns."""
 
@@ -107,32 +131,31 @@ class _Call:
 
     def add(self, i: int, logits_ptr, row_stride: int, n_vocab: int, draft_tokens,
             draft_probs: DraftProbs, params: SamplingParams, position: int):
-        if not isinstance(params, SamplingParams):
+        if type(params) is not SamplingParams and not isinstance(params, SamplingParams):
             raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
-        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
+        if type(position) is not int and (isinstance(position, bool) or not isinstance(position, (int, np.integer))):
             raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
-        tokens = _arrays.token_ids(draft_tokens, "draft_tokens", n_vocab)
-        n_draft = tokens.size
+        if position < 0:
+            raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
+        n_draft, c_tokens, owner = _c_token_ids(draft_tokens, "draft_tokens", n_vocab)
         seq = self.seqs[i]
         seq.target_logits = logits_ptr
         seq.logits_row_stride = row_stride
-        seq.draft_tokens = ffi.cast("int32_t *", _arrays.address(tokens)) if n_draft else ffi.NULL
+        seq.draft_tokens = c_tokens if n_draft else ffi.NULL
         seq.n_draft = n_draft
         seq.position = int(position)
         params.fill(seq.params)
-        seq.draft_probs = self._draft_probs(draft_probs, n_draft, n_vocab)
-        out_tokens = np.empty(n_draft + 1, dtype=np.int32)
-        out_n = np.zeros(1, dtype=np.int64)
-        out_lp = np.empty(n_draft + 1, dtype=np.float32) if self.want_logprobs else None
-        seq.out_tokens = ffi.cast("int32_t *", _arrays.address(out_tokens))
-        seq.out_n_accepted = ffi.cast("int64_t *", _arrays.address(out_n))
-        seq.out_logprobs = ffi.cast("float *", _arrays.address(out_lp)) if out_lp is not None else ffi.NULL
-        self.keep += [tokens]
+        seq.draft_probs = self._draft_probs(draft_probs, n_draft, n_vocab) if draft_probs is not None else ffi.NULL
+        out_tokens = ffi.new("int32_t[]", n_draft + 1)
+        out_n = ffi.new("int64_t *")
+        out_lp = ffi.new("float[]", n_draft + 1) if self.want_logprobs else None
+        seq.out_tokens = out_tokens
+        seq.out_n_accepted = out_n
+        seq.out_logprobs = out_lp if out_lp is not None else ffi.NULL
+        self.keep += [c_tokens, owner]
         self.outputs.append((out_n, out_tokens, out_lp))
 
     def _draft_probs(self, probs: DraftProbs, n_draft: int, n_vocab: int):
-        if probs is None:
-            return ffi.NULL
         dp = ffi.new("pyspec_draft_probs *")
         self.keep.append(dp)
         if isinstance(probs, SparseDraftProbs):
@@ -147,8 +170,8 @@ class _Call:
             toks = _arrays.token_ids(toks.ravel(), "draft_probs.tokens", n_vocab).reshape(toks.shape)
             vals = np.ascontiguousarray(vals)
             self.keep += [toks, vals]
-            dp.tokens = ffi.cast("int32_t *", _arrays.address(toks))
-            dp.probs = ffi.cast("float *", _arrays.address(vals))
+            dp.tokens = ffi.cast(_INT32_P, _arrays.address(toks))
+            dp.probs = ffi.cast(_FLOAT_P, _arrays.address(vals))
             dp.row_stride = toks.shape[1]
             dp.n_per_row = toks.shape[1]
             return dp
@@ -159,29 +182,33 @@ class _Call:
             raise _arrays.shape_error(
                 f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, {n_vocab}], "
                 f"got {arr.shape}")
-        if n_draft > 1 and (arr.strides[1] != 4 or arr.strides[0] % 4):
-            arr = np.ascontiguousarray(arr)
-        if arr.strides[1] != 4 and n_vocab > 1:
-            arr = np.ascontiguousarray(arr)
+        if (n_vocab > 1 and arr.strides[1] != 4) or (n_draft > 1 and arr.strides[0] % 4):
+            raise _arrays.shape_error("draft_probs rows must be contiguous float32 "
+                                      f"(strides {arr.strides})")
         self.keep.append(arr)
-        dp.probs = ffi.cast("float *", _arrays.address(arr))
+        dp.probs = ffi.cast(_FLOAT_P, _arrays.address(arr))
         dp.tokens = ffi.NULL
         dp.row_stride = arr.strides[0] // 4 if n_draft > 1 else n_vocab
         dp.n_per_row = 0
         return dp
 
     def run(self, n_seqs: int, n_vocab: int, dtype: int, n_threads: Optional[int]):
-        n_threads = default_threads() if n_threads is None else int(n_threads)
-        if n_threads < 1:
+        if n_threads is None:
+            n_threads = _DEFAULT_THREADS
+        elif n_threads < 1:
             raise PyspecError(f"n_threads must be >= 1, got {n_threads}", 2)
-        verifier = _VERIFIERS.get(n_vocab, n_threads)
-        err = ffi.new("pyspec_error *")
+        state = _VERIFIERS
+        verifier = state.get(n_vocab, n_threads)
+        err = state.err
         _check(lib.pyspec_verify_batch(verifier, self.seqs, n_seqs, n_vocab, dtype, n_threads, err), err)
         results = []
         for out_n, out_tokens, out_lp in self.outputs:
-            n = int(out_n[0])
-            results.append(VerifyResult(n, out_tokens[: n + 1].copy(),
-                                        None if out_lp is None else out_lp[: n + 1].copy()))
+            n = out_n[0]
+            tokens = np.frombuffer(ffi.buffer(out_tokens, 4 * (n + 1)), dtype=np.int32).copy()
+            lp = None
+            if out_lp is not None:
+                lp = np.frombuffer(ffi.buffer(out_lp, 4 * (n + 1)), dtype=np.float32).copy()
+            results.append(VerifyResult(n, tokens, lp))
         return results
 
 
@@ -231,7 +258,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     n_draft = len(draft_tokens) if not isinstance(draft_tokens, np.ndarray) else draft_tokens.size
     arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
     call = _Call(1, logprobs)
-    call.add(0, ffi.cast("void *", _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
+    call.add(0, ffi.cast(_VOID_P, _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
              draft_probs, params, position)
     call.keep.append(arr)
     return call.run(1, arr.shape[1], dtype, n_threads)[0]
@@ -288,37 +315,79 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     return call.run(1, n_vocab, code, n_threads)[0]
 
 
+@dataclass(frozen=True)
+class LogitsPointer:
+    """One row of logits given by address (for example ``llama_get_logits_ith``): read in
+    place, never copied. The caller keeps the buffer alive during the call."""
+
+    address: int
+    n_vocab: int
+    dtype: str = "float32"
+
+
 def _single_row(logits, params):
-    arr, dtype, _ = _arrays.logits_rows(logits, "logits", 1)
+    """(void pointer, n_vocab, dtype code, keep-alive, c params) for one row."""
     if not isinstance(params, SamplingParams):
         raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
     c_params = ffi.new("pyspec_sampling_params *")
     params.fill(c_params)
-    return arr, dtype, c_params
+    if isinstance(logits, LogitsPointer):
+        code = _arrays.DTYPE_NAMES.get(str(logits.dtype))
+        if code is None:
+            raise PyspecError(f"dtype must be one of {sorted(_arrays.DTYPE_NAMES)}, got {logits.dtype!r}", 7)
+        if not logits.address:
+            raise PyspecError("LogitsPointer.address is null", 1)
+        return ffi.cast(_VOID_P, logits.address), int(logits.n_vocab), code, None, c_params
+    arr, dtype, _ = _arrays.logits_rows(logits, "logits", 1)
+    return ffi.cast(_VOID_P, _arrays.address(arr)), arr.shape[1], dtype, arr, c_params
 
 
 def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0) -> int:
-    """Draws one token from one row of logits (``[n_vocab]`` float32/float16) at absolute
-    ``position``. A point-mass ``verify`` emits exactly this token at that position."""
-    arr, dtype, c_params = _single_row(logits, params)
+    """Draws one token from one row of logits (``[n_vocab]`` float32/float16, or a
+    ``LogitsPointer``) at absolute ``position``. A point-mass ``verify`` emits exactly this
+    token at that position."""
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
         raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
     out = ffi.new("int32_t *")
-    err = ffi.new("pyspec_error *")
-    verifier = _VERIFIERS.get(arr.shape[1], 1)
-    _check(lib.pyspec_sample(verifier, ffi.cast("void *", _arrays.address(arr)), arr.shape[1],
-                             dtype, c_params, int(position), out, ffi.NULL, err), err)
+    err = _VERIFIERS.err
+    verifier = _VERIFIERS.get(n_vocab, 1)
+    _check(lib.pyspec_sample(verifier, ptr, n_vocab, dtype, c_params, int(position), out,
+                             ffi.NULL, err), err)
     return int(out[0])
 
 
 def distribution(logits, params: SamplingParams = DEFAULT_PARAMS) -> np.ndarray:
     """The distribution ``sample`` draws from (after top-k, top-p, min-p and temperature),
     as a dense float32 ``[n_vocab]`` array."""
-    arr, dtype, c_params = _single_row(logits, params)
-    out = np.empty(arr.shape[1], dtype=np.float32)
-    err = ffi.new("pyspec_error *")
-    verifier = _VERIFIERS.get(arr.shape[1], 1)
-    _check(lib.pyspec_distribution(verifier, ffi.cast("void *", _arrays.address(arr)),
-                                   arr.shape[1], dtype, c_params,
-                                   ffi.cast("float *", _arrays.address(out)), err), err)
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
+    out = np.empty(n_vocab, dtype=np.float32)
+    err = _VERIFIERS.err
+    verifier = _VERIFIERS.get(n_vocab, 1)
+    _check(lib.pyspec_distribution(verifier, ptr, n_vocab, dtype, c_params,
+                                   ffi.cast(_FLOAT_P, _arrays.address(out)), err), err)
     return out
+
+
+def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS):
+    """The same distribution as ``(tokens int32, probs float32)`` over its kept set only,
+    most likely first when top-k is on. What a drafter passes as ``SparseDraftProbs`` rows;
+    no vocabulary-wide output is written."""
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
+    # The kept set can never exceed what the transforms allow.
+    if params.greedy:
+        capacity = 1
+    elif 0 < params.top_k < n_vocab:
+        capacity = params.top_k
+    else:
+        capacity = n_vocab
+    tokens = np.empty(capacity, dtype=np.int32)
+    probs = np.empty(capacity, dtype=np.float32)
+    n = ffi.new("int64_t *")
+    err = _VERIFIERS.err
+    verifier = _VERIFIERS.get(n_vocab, 1)
+    _check(lib.pyspec_distribution_sparse(verifier, ptr, n_vocab, dtype, c_params,
+                                          ffi.cast(_INT32_P, _arrays.address(tokens)),
+                                          ffi.cast(_FLOAT_P, _arrays.address(probs)),
+                                          capacity, n, err), err)
+    return tokens[: n[0]], probs[: n[0]]
