@@ -20,9 +20,10 @@ def measure(benchmark, case: Case, fn: Callable, *, budget_s: float = 0.4,
             min_rounds: int = 15, max_rounds: int = 2000):
     """Times ``fn`` (one call per round) for about ``budget_s``, returns its last result.
 
-    Rounds are sized from a warm single call rather than left to pytest-benchmark's
-    calibration, which keeps the suite's length predictable (the llama.cpp chain is ~100x
-    slower than verify) while giving fast calls enough rounds for a stable median.
+    Rounds are sized from the fastest of three warm calls rather than left to
+    pytest-benchmark's calibration: that keeps the suite's length predictable (the llama.cpp
+    chain is 10-70x slower than verify) while fast calls get enough rounds for a stable
+    median.
     """
     benchmark.group = case.group
     fn()                        # the first call pays for page faults and pyspec's scratch
@@ -45,6 +46,7 @@ def _case_info(case: Case, logits_bytes: int) -> dict:
 @dataclass
 class _Timing:
     median_s: float
+    iqr_s: float
     extra_info: dict   # the benchmark's own dict: later updates still reach its JSON
 
 
@@ -61,11 +63,11 @@ class Results:
         benchmark.extra_info.update(info)
         if not benchmark.stats:       # --benchmark-disable: ran once, nothing timed
             return
-        median = benchmark.stats.stats.median
+        median, iqr = benchmark.stats.stats.median, benchmark.stats.stats.iqr
         benchmark.extra_info["median_us"] = median * 1e6
         if "logits_bytes" in info:
             benchmark.extra_info["read_gb_per_s"] = info["logits_bytes"] / median / 1e9
-        table[key] = _Timing(median, benchmark.extra_info)
+        table[key] = _Timing(median, iqr, benchmark.extra_info)
 
     def add_verify(self, case: Case, n_threads: Optional[int], benchmark, logits_bytes: int,
                    n_accepted: int) -> None:
@@ -102,7 +104,7 @@ class Results:
         cases = sorted({case for case, _ in self.verify},
                        key=lambda c: (c.source, c.vocab, c.k, c.dtype != "float32",
                                       ("greedy", "default", "default+q").index(c.params_label)))
-        header = ("input", "V", "k", "params", "verify", "verify 1T", "read", "chain",
+        header = ("input", "V", "k", "params", "accepted", "verify", "verify 1T", "read", "chain",
                   "verify/read", "1T/read", "chain/verify")
         rows = []
         for case in cases:
@@ -110,13 +112,20 @@ class Results:
             verify_1t = self._median(self.verify, (case, 1))
             read = self._median(self.read_pass, case.array_key)
             chain = self._median(self.chain, case.chain_key)
+            accepted = self.verify.get((case, None)) or self.verify.get((case, 1))
+            accepted = str(accepted.extra_info["n_accepted"]) if accepted else "-"
             rows.append((case.input_label, str(case.vocab), str(case.k), case.params_label,
-                         _us(verify), _us(verify_1t), _us(read), _us(chain),
+                         accepted, _us(verify), _us(verify_1t), _us(read), _us(chain),
                          _ratio(verify, read), _ratio(verify_1t, read), _ratio(chain, verify)))
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         fmt = lambda row: "  ".join(  # noqa: E731 - text left, numbers right
             cell.ljust(w) if i in (0, 3) else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
         return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+    def noisy(self, max_iqr_over_median: float = 0.5) -> int:
+        """How many benchmarks spread so widely that the machine was probably busy."""
+        timings = [*self.verify.values(), *self.read_pass.values(), *self.chain.values()]
+        return sum(t.iqr_s > max_iqr_over_median * t.median_s for t in timings)
 
 
 def _us(seconds: Optional[float]) -> str:

@@ -23,7 +23,7 @@ VARIANT_DRAFT_LENGTHS = (4, 16)
 PARAMS = {"greedy": pyspec.SamplingParams.greedy_params(), "default": pyspec.SamplingParams()}
 
 # Realistic input for a code model: the verify rows are the last rows of this prompt's logits.
-PROMPT = '''def merge_sorted(left: list[int], right: list[int]) -> list[int]:
+PROMPT = '''def merge_sorted(left, right):
     """Merge two sorted lists into one sorted list."""
     result, i, j = [], 0, 0
     while i < len(left) and j < len(right):
@@ -105,9 +105,9 @@ READ_PASS_CASES = _first_per_key(VERIFY_CASES, lambda c: c.array_key)
 CHAIN_CASES = _first_per_key(VERIFY_CASES, lambda c: c.chain_key)
 
 
-def load_real_logits(model_name: str, n_rows: int) -> tuple:
-    """The last ``n_rows`` rows of the model's logits over PROMPT, as contiguous float32,
-    and the prompt's token count. The model is freed before returning."""
+def load_real_logits(model_name: str, n_rows: int) -> np.ndarray:
+    """The last ``n_rows`` rows of the model's logits over PROMPT, as contiguous float32.
+    The model is freed before returning (its logits buffer alone is n_ctx x V floats)."""
     import llama_cpp
 
     path = ensure_model(model_name)
@@ -118,12 +118,13 @@ def load_real_logits(model_name: str, n_rows: int) -> tuple:
             raise ValueError(f"prompt has {len(tokens)} tokens, need at least {n_rows}")
         llm.reset()
         llm.eval(tokens)
+        # A copy: the Llama's scores buffer goes away with it.
         rows = np.array(llm.scores[llm.n_tokens - n_rows: llm.n_tokens], dtype=np.float32)
     finally:
         llm.close()
         del llm
         gc.collect()
-    return np.ascontiguousarray(rows), len(tokens)
+    return rows
 
 
 def random_logits(vocab: int, n_rows: int, seed: int) -> np.ndarray:
@@ -166,16 +167,13 @@ class Workloads:
     """Session cache of the inputs: each model is loaded once, each array built once."""
 
     def __init__(self):
-        self._real_rows = {}   # vocab -> (float32 [max k + 1, V], prompt tokens)
+        self._real_rows = {}   # vocab -> float32 [max k + 1, V]
         self._arrays = {}      # Case.array_key -> logits
         self._inputs = {}      # Case -> VerifyInput
-        self.prompt_tokens = {}
 
     def _real(self, vocab: int) -> np.ndarray:
         if vocab not in self._real_rows:
-            rows, n_tokens = load_real_logits(VOCAB_MODELS[vocab], max(DRAFT_LENGTHS) + 1)
-            self._real_rows[vocab] = rows
-            self.prompt_tokens[vocab] = n_tokens
+            self._real_rows[vocab] = load_real_logits(VOCAB_MODELS[vocab], max(DRAFT_LENGTHS) + 1)
         return self._real_rows[vocab]
 
     def logits(self, case: Case) -> np.ndarray:

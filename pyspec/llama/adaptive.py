@@ -1,0 +1,119 @@
+"""Adaptive draft length from a cost model.
+
+With per-token acceptance rate a, a round that drafts k tokens emits on average
+E(k) = (1 - a^(k+1)) / (1 - a) tokens (Leviathan et al. 2023) and costs
+T(k) = target(k + 1) + k * draft_per_token + overhead, where target(n) is the measured
+cost of a target forward pass over n tokens. The controller picks the k in
+{0} u [draft_min, draft_max] that maximises E(k) / T(k); k = 0 is plain decoding, so
+speculation is never planned to be slower than not speculating.
+
+Everything is measured online: target(n) per batch size (exponential moving average; sizes
+not yet measured are interpolated on a line through the measured ones, with a prior slope
+until two sizes are known), the drafter's cost per token, and a (censored-geometric
+estimate: accepted / (accepted + rejections)). While k = 0 wins, one speculative round in
+`explore_every` still runs so the estimates can recover when the text becomes predictable.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+PRIOR_SLOPE = 0.6  # extra cost of each additional batch token, as a fraction of one token
+
+
+class DraftLengthController:
+    def __init__(self, draft_min: int = 1, draft_max: int = 8, *, ema: float = 0.15,
+                 explore_every: int = 8, prior_acceptance: float = 0.6,
+                 fixed: bool = False):
+        if not 0 <= draft_min <= draft_max:
+            raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
+        self.draft_min, self.draft_max = max(1, draft_min), draft_max
+        self.allow_zero = draft_min == 0 or not fixed
+        self.fixed = fixed
+        self.ema = ema
+        self.explore_every = explore_every
+        self.target_cost: dict = {}  # n tokens -> seconds
+        self.draft_cost = 0.0        # seconds per drafted token
+        self.overhead = 0.0          # seconds per round outside target and drafter
+        self.prior = prior_acceptance
+        self._counts: dict = {}  # bucket -> [successes, failures]
+        self._plain_streak: dict = {}
+
+    # ---- measurements ---------------------------------------------------------------
+    def _avg(self, old, new):
+        return new if old is None else old + self.ema * (new - old)
+
+    def record_target(self, n_tokens: int, seconds: float) -> None:
+        self.target_cost[n_tokens] = self._avg(self.target_cost.get(n_tokens), seconds)
+
+    def record_draft(self, n_drafted: int, seconds: float) -> None:
+        if n_drafted:
+            self.draft_cost = self._avg(self.draft_cost or None, seconds / n_drafted)
+
+    def record_overhead(self, seconds: float) -> None:
+        self.overhead = self._avg(self.overhead or None, seconds)
+
+    def _bucket(self, bucket):
+        if bucket not in self._counts:
+            self._counts[bucket] = [self.prior * 4, (1 - self.prior) * 4]
+        return self._counts[bucket]
+
+    def record_acceptance(self, n_drafted: int, n_accepted: int, bucket=None) -> None:
+        """`bucket` separates contexts whose acceptance differs (a lookup's match length)."""
+        if n_drafted == 0:
+            return
+        decay = 1 - self.ema / 2
+        counts = self._bucket(bucket)
+        counts[0] = counts[0] * decay + n_accepted
+        counts[1] = counts[1] * decay + (1 if n_accepted < n_drafted else 0)
+
+    # ---- model ------------------------------------------------------------------------
+    def acceptance(self, bucket=None) -> float:
+        s, f = self._bucket(bucket)
+        return s / (s + f)
+
+    def predicted_target(self, n: int) -> float:
+        known = sorted(self.target_cost.items())
+        if not known:
+            return 1.0 + PRIOR_SLOPE * (n - 1)  # unit-free until measured
+        if n in self.target_cost:
+            return self.target_cost[n]
+        if len(known) == 1:
+            (n0, t0), = known
+            per = t0 / (1 + PRIOR_SLOPE * (n0 - 1))
+            return per * (1 + PRIOR_SLOPE * (n - 1))
+        xs = np.array([k for k, _ in known], dtype=float)
+        ys = np.array([v for _, v in known], dtype=float)
+        slope, intercept = np.polyfit(xs, ys, 1)
+        return max(intercept + slope * n, ys.min())
+
+    def expected_tokens(self, k: int, bucket=None) -> float:
+        a = min(self.acceptance(bucket), 0.999)
+        return (1 - a ** (k + 1)) / (1 - a)
+
+    def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None) -> float:
+        """Predicted tokens per second when drafting k (draft_cost: seconds per draft token;
+        0 for drafts already in hand)."""
+        per_token = self.draft_cost if draft_cost is None else draft_cost
+        cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
+        return self.expected_tokens(k, bucket) / cost
+
+    def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None) -> int:
+        """The draft length for the next round: at most `limit` (context room left, or the
+        drafts already proposed)."""
+        hi = min(self.draft_max, limit)
+        if hi < self.draft_min:
+            return 0
+        if self.fixed:
+            return hi
+        rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
+        best = max(range(self.draft_min, hi + 1), key=rate)
+        if self.allow_zero and rate(0) >= rate(best):
+            streak = self._plain_streak.get(bucket, 0) + 1
+            self._plain_streak[bucket] = streak
+            if streak < self.explore_every:
+                return 0
+            best = self.draft_min  # a cheap probe so the estimates can recover
+        self._plain_streak[bucket] = 0
+        return best

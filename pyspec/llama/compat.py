@@ -1,0 +1,43 @@
+"""Draft/target vocabulary compatibility, checked the way llama.cpp's speculative example
+does: same vocabulary type, same BOS/EOS and add-BOS/EOS flags, vocabulary sizes within
+128 of each other, and identical token text from id 5 on (over the shared range)."""
+from __future__ import annotations
+
+import llama_cpp
+
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+FIRST_CHECKED_TOKEN = 5
+
+
+class VocabularyMismatchError(ValueError):
+    """The draft model cannot draft for this target: their tokenizers differ."""
+
+
+def _vocab(llama):
+    return llama_cpp.llama_model_get_vocab(llama.model)
+
+
+def check_compatible(target, draft, *, sample_every: int = 1) -> None:
+    """Raises VocabularyMismatchError naming the first difference."""
+    vt, vd = _vocab(target), _vocab(draft)
+    checks = [
+        ("vocabulary type", llama_cpp.llama_vocab_type),
+        ("BOS token", llama_cpp.llama_vocab_bos),
+        ("EOS token", llama_cpp.llama_vocab_eos),
+        ("add-BOS flag", llama_cpp.llama_vocab_get_add_bos),
+        ("add-EOS flag", llama_cpp.llama_vocab_get_add_eos),
+    ]
+    for what, fn in checks:
+        a, b = fn(vt), fn(vd)
+        if a != b:
+            raise VocabularyMismatchError(f"draft and target differ in {what}: target {a}, draft {b}")
+    nt, nd = llama_cpp.llama_vocab_n_tokens(vt), llama_cpp.llama_vocab_n_tokens(vd)
+    if abs(nt - nd) > MAX_VOCAB_SIZE_DIFFERENCE:
+        raise VocabularyMismatchError(
+            f"vocabulary sizes differ by more than {MAX_VOCAB_SIZE_DIFFERENCE}: target {nt}, draft {nd}")
+    for tok in range(FIRST_CHECKED_TOKEN, min(nt, nd), sample_every):
+        a = llama_cpp.llama_vocab_get_text(vt, tok)
+        b = llama_cpp.llama_vocab_get_text(vd, tok)
+        if a != b:
+            raise VocabularyMismatchError(
+                f"token {tok} differs: target {a!r}, draft {b!r}")

@@ -1,0 +1,234 @@
+"""Drafters: where the speculative loop's guesses come from.
+
+Every drafter answers ``draft(context, max_tokens, params, position) -> Draft``:
+``context`` is every token so far (prompt and output, the last one not yet evaluated by the
+target), ``position`` the absolute position of the first drafted token. A ``Draft`` holds
+the guessed ids and, when they were sampled, the distributions they were sampled from (one
+sparse row per token) so the verifier can run true rejection sampling; without them the
+drafts are point masses and the verifier emits exactly what plain sampling would.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..params import SamplingParams
+from ..rng import Purpose, uniform
+from ..verifier import LogitsPointer, SparseDraftProbs, distribution_sparse
+
+
+@dataclass
+class Draft:
+    tokens: list
+    probs: Optional[SparseDraftProbs] = None
+    seconds: float = 0.0  # time the drafter spent
+    bucket: object = None  # groups drafts of similar reliability for the acceptance estimate
+
+
+class Drafter:
+    """Base class. A drafter whose ``free`` is True costs next to nothing, so the loop asks
+    it for ``draft_max`` tokens and lets the cost model decide how many to verify."""
+
+    name = "drafter"
+    free = False
+
+    def draft(self, context: np.ndarray, max_tokens: int, params: SamplingParams,
+              position: int) -> Draft:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class PromptLookup(Drafter):
+    """N-gram lookup in the prompt and the output so far (prompt lookup decoding, made
+    variable-length and incremental): finds the most recent earlier occurrence of the longest
+    suffix of ``max_ngram`` down to ``min_ngram`` tokens and proposes up to ``max_tokens`` of
+    the tokens that followed it. An index n-gram -> latest end position grows with the
+    context, so a call costs O(new tokens), not O(context)."""
+
+    name = "lookup"
+    free = True
+
+    def __init__(self, max_ngram: int = 4, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self._reset()
+
+    def _reset(self):
+        self._tokens = np.zeros(0, dtype=np.int64)
+        self._list: list = []
+        self._index = [dict() for _ in range(self.max_ngram + 1)]  # [n]: ngram -> end
+
+    def _sync(self, context) -> None:
+        ctx = np.asarray(context, dtype=np.int64)
+        old = self._tokens
+        if ctx.size < old.size or not np.array_equal(ctx[: old.size], old):
+            self._reset()  # a new or rewritten context: index it from scratch
+            old = self._tokens
+        new_tail = ctx[old.size:].tolist()
+        self._list.extend(new_tail)
+        seq = self._list
+        # An n-gram ending at `end` (exclusive) is indexed once its follower seq[end] exists;
+        # the context's own suffix (end == len) is what gets looked up.
+        for end in range(max(old.size, 1), len(seq)):
+            for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
+                self._index[n][tuple(seq[end - n:end])] = end
+        self._tokens = ctx
+
+    def draft(self, context, max_tokens, params, position):
+        t0 = time.perf_counter()
+        self._sync(context)
+        seq = self._list
+        out: list = []
+        bucket = None
+        if max_tokens > 0:
+            for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
+                end = self._index[n].get(tuple(seq[len(seq) - n:]))
+                if end is not None:
+                    out = seq[end: end + max_tokens]
+                    bucket = n  # longer matches are accepted more often
+                    break
+        return Draft(list(out), None, time.perf_counter() - t0, bucket if out else None)
+
+
+class CallableDrafter(Drafter):
+    """Any llama-cpp-python ``LlamaDraftModel`` (or callable ``ids -> draft ids``), unchanged:
+    its drafts are point masses."""
+
+    name = "callable"
+    free = True  # assumed cheap, like llama-cpp-python's prompt lookup
+
+    def __init__(self, fn, n_vocab: int):
+        self.fn, self.n_vocab = fn, n_vocab
+
+    def draft(self, context, max_tokens, params, position):
+        t0 = time.perf_counter()
+        ids = np.asarray(self.fn(np.asarray(context, dtype=np.intc)))
+        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+            raise ValueError(f"the draft model returned {ids.dtype} ids of shape {ids.shape}; "
+                             "it must return a 1-D array of token ids")
+        ids = ids[:max_tokens].astype(np.int64)
+        bad = np.flatnonzero((ids < 0) | (ids >= self.n_vocab))
+        if bad.size:
+            raise ValueError(f"the draft model returned token id {int(ids[bad[0]])} at index "
+                             f"{int(bad[0])}, outside the target's vocabulary [0, {self.n_vocab})")
+        return Draft(ids.tolist(), None, time.perf_counter() - t0)
+
+
+class DraftModel(Drafter):
+    """A small GGUF model in its own llama.cpp context, sharing the target's tokenizer.
+
+    It keeps its KV cache across rounds (evaluates only tokens it has not seen, removes the
+    ones the target rejected), samples its drafts with pyspec's own sampler on the DRAFT
+    random stream and hands the verifier the sparse distributions it drew from, so
+    temperature > 0 gets true rejection sampling. It stops drafting early when its most
+    likely token has probability below ``p_min`` (llama.cpp's ``--draft-p-min``).
+
+    ``model``: a path to a GGUF file or a ``llama_cpp.Llama``. ``draft_top_k`` caps the
+    draft's candidate set when the target's top-k is off (any q is exact; a small one is
+    cheap to pass).
+    """
+
+    name = "draft-model"
+
+    def __init__(self, model, *, p_min: float = 0.0, draft_top_k: int = 40,
+                 n_ctx: Optional[int] = None, n_threads: Optional[int] = None,
+                 n_batch: int = 512, verbose: bool = False):
+        import llama_cpp
+
+        if not 0.0 <= p_min < 1.0:
+            raise ValueError(f"p_min must be in [0, 1), got {p_min}")
+        if isinstance(model, llama_cpp.Llama):
+            self.llama = model
+            self._owned = False
+        else:
+            kwargs = dict(model_path=str(model), n_ctx=n_ctx or 4096, n_batch=n_batch,
+                          logits_all=False, verbose=verbose)
+            if n_threads:
+                kwargs["n_threads"] = n_threads
+            self.llama = llama_cpp.Llama(**kwargs)
+            self._owned = True
+        from ._decode import BatchDecoder
+
+        self.p_min, self.draft_top_k = p_min, draft_top_k
+        self.n_vocab = self.llama.n_vocab()
+        self.n_ctx = self.llama.n_ctx()
+        self._decoder = BatchDecoder(self.llama.ctx, self.n_vocab, self.llama.n_batch)
+        self._evaluated: list = []  # what the draft's KV cache holds, in order
+        self._last_row = 0  # address of the logits after the last evaluated token
+
+    def close(self):
+        self._decoder.close()
+        if self._owned:
+            self.llama.close()
+
+    def check_compatible(self, target) -> None:
+        from .compat import check_compatible
+
+        check_compatible(target, self.llama)
+
+    def _catch_up(self, context: list) -> None:
+        """Brings the KV cache to exactly `context`, evaluating only what it lacks."""
+        common = 0
+        limit = min(len(context), len(self._evaluated))
+        while common < limit and context[common] == self._evaluated[common]:
+            common += 1
+        if common == len(context):  # nothing new: re-evaluate the last token for its logits
+            common -= 1
+        if common < len(self._evaluated):
+            self._decoder.remove_from(common)
+            del self._evaluated[common:]
+        todo = context[common:]
+        step = self.llama.n_batch
+        for i in range(0, len(todo), step):
+            chunk = todo[i:i + step]
+            self._last_row = self._decoder.decode(chunk, len(self._evaluated), 1)
+            self._evaluated.extend(chunk)
+
+    def _params(self, params: SamplingParams) -> SamplingParams:
+        if params.greedy:  # probabilities are needed for p_min; the draft is the argmax
+            return SamplingParams(temperature=1.0, top_k=self.draft_top_k, top_p=1.0, min_p=0.0,
+                                  seed=params.seed)
+        top_k = params.top_k if 0 < params.top_k <= self.draft_top_k else self.draft_top_k
+        return SamplingParams(temperature=params.temperature, top_k=top_k, top_p=params.top_p,
+                              min_p=params.min_p, seed=params.seed)
+
+    def draft(self, context, max_tokens, params, position):
+        t0 = time.perf_counter()
+        context = context.tolist() if isinstance(context, np.ndarray) else list(context)
+        max_tokens = min(max_tokens, self.n_ctx - len(context) - 1)
+        if max_tokens <= 0:
+            return Draft([], None, time.perf_counter() - t0)
+        self._catch_up(context)
+        dparams = self._params(params)
+        tokens, rows = [], []
+        for j in range(max_tokens):
+            ids, probs = distribution_sparse(LogitsPointer(self._last_row, self.n_vocab), dparams)
+            if probs[0] < self.p_min:  # kept sets are ranked: probs[0] is the top one
+                break
+            if params.greedy:
+                x = int(ids[0])
+            else:
+                u = uniform(params.seed, position + j, Purpose.DRAFT)
+                cum = np.cumsum(probs, dtype=np.float64)
+                x = int(ids[min(int(np.searchsorted(cum, u * cum[-1], side="right")), ids.size - 1)])
+            tokens.append(x)
+            rows.append((ids, probs))
+            if j + 1 < max_tokens:
+                self._last_row = self._decoder.decode([x], len(self._evaluated), 1)
+                self._evaluated.append(x)
+        sparse = None
+        if tokens and not params.greedy:
+            width = max(ids.size for ids, _ in rows)
+            tok_arr = np.zeros((len(rows), width), dtype=np.int32)
+            prob_arr = np.zeros((len(rows), width), dtype=np.float32)
+            for r, (ids, probs) in enumerate(rows):
+                tok_arr[r, : ids.size] = ids
+                prob_arr[r, : probs.size] = probs
+            sparse = SparseDraftProbs(tok_arr, prob_arr)
+        return Draft(tokens, sparse, time.perf_counter() - t0)

@@ -1,0 +1,299 @@
+"""SpeculativeLlama: llama-cpp-python's ``Llama`` with pyspec's speculative loop.
+
+``Llama.create_completion``, ``create_chat_completion``, ``__call__`` and streaming all
+consume ``Llama.generate``; replacing that one generator gives every one of them
+speculative decoding with stop strings, ``max_tokens``, ``seed`` and the sampling
+parameters untouched. Requests that use something the verifier cannot honour yet (grammar,
+logits processors, mirostat, typical-p, repetition penalties) run llama-cpp-python's plain
+loop instead, and the log says so once per reason: the distribution is never silently
+changed.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import types
+from typing import Optional
+
+import numpy as np
+
+import llama_cpp
+
+from ..params import SamplingParams
+from ..verifier import verify_from_pointer
+from ._decode import BatchDecoder
+from .adaptive import DraftLengthController
+from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
+from .stats import SpeculationStats
+
+log = logging.getLogger("pyspec")
+
+
+def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int) -> SamplingParams:
+    """llama-cpp-python's sampling arguments as pyspec SamplingParams (same chain)."""
+    seed %= 2**64
+    if temp == 0.0:
+        return SamplingParams.greedy_params(seed)
+    if temp < 0.0:  # llama-cpp-python: a draw from the raw softmax, no transforms
+        return SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+    return SamplingParams(temperature=float(temp), top_k=int(top_k),
+                          top_p=min(max(float(top_p), 1e-9), 1.0),  # p <= 0 keeps the top one
+                          min_p=min(float(min_p), 1.0), seed=seed)
+
+
+def unsupported_reason(*, typical_p=1.0, repeat_penalty=1.0, frequency_penalty=0.0,
+                       presence_penalty=0.0, mirostat_mode=0, logits_processor=None,
+                       grammar=None) -> str:
+    """Why a request cannot be verified exactly yet ('' when it can)."""
+    if grammar is not None:
+        return "grammar-constrained sampling"
+    if logits_processor is not None:
+        return "logits processors"
+    if mirostat_mode:
+        return f"mirostat (mode {mirostat_mode})"
+    if typical_p < 1.0:
+        return "typical-p sampling"
+    if repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0:
+        return "repetition/frequency/presence penalties"
+    return ""
+
+
+def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
+    """A Drafter from what the user passed: None or "lookup", a GGUF path, a Llama, a
+    llama-cpp-python LlamaDraftModel (or any callable ids -> ids), or a Drafter."""
+    if draft is None or (isinstance(draft, str) and draft == "lookup"):
+        return PromptLookup()
+    if isinstance(draft, Drafter):
+        drafter = draft
+    elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
+        drafter = DraftModel(draft, p_min=draft_p_min, n_ctx=target.n_ctx(),
+                             n_threads=target.context_params.n_threads)
+    elif isinstance(draft, llama_cpp.Llama):
+        drafter = DraftModel(draft, p_min=draft_p_min)
+    elif callable(draft):
+        return CallableDrafter(draft, target.n_vocab())
+    else:
+        raise TypeError(f"draft must be None, 'lookup', a GGUF path, a llama_cpp.Llama, a "
+                        f"LlamaDraftModel or a pyspec Drafter; got {type(draft).__name__}")
+    if isinstance(drafter, DraftModel):
+        drafter.check_compatible(target)
+    return drafter
+
+
+class Speculation:
+    """The speculative state attached to one Llama: drafter, controller, statistics."""
+
+    def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 8,
+                 draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True):
+        if not 0 <= draft_min <= draft_max <= 64:
+            raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
+                             f"draft_max={draft_max}")
+        if llama.n_ctx() <= draft_max + 1:
+            raise ValueError(f"draft_max {draft_max} leaves no room in a context of {llama.n_ctx()}")
+        self.llama = llama
+        self.drafter = make_drafter(draft, llama, draft_p_min)
+        self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive)
+        self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), max(llama.n_batch, draft_max + 1))
+        self.total = SpeculationStats()
+        self.last: Optional[SpeculationStats] = None
+        self._reported: set = set()
+
+    def close(self):
+        self.drafter.close()
+        self.decoder.close()
+
+    def fallback(self, reason: str) -> SpeculationStats:
+        if reason not in self._reported:
+            self._reported.add(reason)
+            log.warning("pyspec: %s is not verified by the fused verifier yet; requests that use "
+                        "it run llama-cpp-python's plain decoding loop", reason)
+        self.last = SpeculationStats(fallback_reason=reason)
+        return self.last
+
+    # ------------------------------------------------------------------------------------
+    def _evaluate_prompt(self, tokens: list, stats: SpeculationStats) -> int:
+        """Brings the target's KV cache to `tokens` (reusing the common prefix); returns the
+        address of the logits after the last prompt token."""
+        llama = self.llama
+        keep = 0
+        if llama.n_tokens > 0:
+            cached = llama.input_ids[: llama.n_tokens]
+            limit = min(len(cached), len(tokens))
+            if limit:
+                same = np.asarray(tokens[:limit]) == cached[:limit]
+                keep = limit if same.all() else int(np.argmin(same))
+        keep = min(keep, len(tokens) - 1)  # the last prompt token is evaluated for its logits
+        self.decoder.remove_from(keep)
+        llama.n_tokens = keep
+        t0 = time.perf_counter()
+        addr = 0
+        for i in range(keep, len(tokens), llama.n_batch):
+            chunk = tokens[i: i + llama.n_batch]
+            addr = self._decode(chunk, 1)
+        stats.prompt_seconds += time.perf_counter() - t0
+        return addr
+
+    def _decode(self, batch: list, n_outputs: int) -> int:
+        llama = self.llama
+        n_past = llama.n_tokens
+        addr = self.decoder.decode(batch, n_past, n_outputs)
+        llama.input_ids[n_past: n_past + len(batch)] = batch
+        llama.n_tokens = n_past + len(batch)
+        llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
+        return addr
+
+    def _draft(self, context: list, room: int, params: SamplingParams, stats):
+        """Drafts for the next round and how many of them to verify."""
+        controller, drafter = self.controller, self.drafter
+        if drafter.free:  # draft first, then let the cost model cut
+            limit = min(controller.draft_max, room)
+            draft = drafter.draft(np.asarray(context), limit, params, len(context)) if limit else Draft([])
+            k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
+        else:
+            k = controller.choose(room)
+            draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
+            controller.record_draft(len(draft.tokens), draft.seconds)
+        stats.draft_seconds += draft.seconds
+        return draft, min(k, len(draft.tokens))
+
+    def generate(self, tokens, params: SamplingParams, stopping_criteria=None):
+        llama = self.llama
+        n_vocab = llama.n_vocab()
+        stats = SpeculationStats()
+        self.last = stats
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("generate needs at least one prompt token")
+        try:
+            addr = self._evaluate_prompt(tokens, stats)
+            position = llama.n_tokens  # absolute position of the token being emitted
+            t0 = time.perf_counter()
+            pending = int(verify_from_pointer(addr, n_vocab, [], params=params,
+                                              position=position).tokens[0])
+            stats.verify_seconds += time.perf_counter() - t0
+            context = list(tokens)
+            rows = [addr]
+            while True:
+                # Emit the tokens of the last step (the first pass: the prompt's sample).
+                for j, tok in enumerate(pending if isinstance(pending, list) else [pending]):
+                    if stopping_criteria is not None and stopping_criteria(
+                            np.asarray(context, dtype=np.intc),
+                            np.ctypeslib.as_array((llama_cpp.ctypes.c_float * n_vocab).from_address(rows[j]))):
+                        return
+                    stats.emitted += 1
+                    context.append(tok)
+                    yield tok
+                last = context[-1]
+                room = llama.n_ctx() - llama.n_tokens - 1  # KV cells left after `last`
+                if room < 0:
+                    raise RuntimeError(f"context window of {llama.n_ctx()} tokens is full")
+                draft, k = self._draft(context, room, params, stats)
+                drafts = draft.tokens[:k]
+                probs = draft.probs
+                if probs is not None and len(drafts) < len(draft.tokens):
+                    probs = type(probs)(probs.tokens[:k], probs.probs[:k])
+                t0 = time.perf_counter()
+                n_before = llama.n_tokens
+                addr = self._decode([last] + drafts, len(drafts) + 1)
+                t1 = time.perf_counter()
+                result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
+                                             position=len(context))
+                t2 = time.perf_counter()
+                keep = n_before + 1 + result.n_accepted
+                if keep < llama.n_tokens:  # drop the rejected drafts' KV cells
+                    self.decoder.remove_from(keep)
+                    llama.n_tokens = keep
+                self.controller.record_target(len(drafts) + 1, t1 - t0)
+                self.controller.record_acceptance(len(drafts), result.n_accepted, draft.bucket)
+                stats.target_seconds += t1 - t0
+                stats.verify_seconds += t2 - t1
+                if drafts:
+                    stats.verify_steps += 1
+                    stats.drafted += len(drafts)
+                    stats.accepted += result.n_accepted
+                else:
+                    stats.plain_steps += 1
+                pending = [int(t) for t in result.tokens]
+                rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
+        finally:
+            self.total.add(stats)
+
+
+_GENERATE_DEFAULTS = dict(top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.80,
+                          repeat_penalty=1.0, reset=True, frequency_penalty=0.0,
+                          presence_penalty=0.0, tfs_z=1.0, mirostat_mode=0, mirostat_tau=5.0,
+                          mirostat_eta=0.1, penalize_nl=True, logits_processor=None,
+                          stopping_criteria=None, grammar=None)
+
+
+def _speculative_generate(self, tokens, **kwargs):
+    """Drop-in for ``Llama.generate`` (same arguments, same tokens out, faster)."""
+    spec: Speculation = self._pyspec
+    args = dict(_GENERATE_DEFAULTS)
+    args.update(kwargs)
+    reason = unsupported_reason(
+        typical_p=args["typical_p"], repeat_penalty=args["repeat_penalty"],
+        frequency_penalty=args["frequency_penalty"], presence_penalty=args["presence_penalty"],
+        mirostat_mode=args["mirostat_mode"], logits_processor=args["logits_processor"],
+        grammar=args["grammar"])
+    if reason:
+        spec.fallback(reason)
+        return llama_cpp.Llama.generate(self, tokens, **kwargs)
+    params = sampling_params_for(args["temp"], args["top_k"], args["top_p"], args["min_p"],
+                                 self._seed)
+    return spec.generate(tokens, params, args["stopping_criteria"])
+
+
+def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 8,
+                       draft_min: int = 0, draft_p_min: float = 0.0,
+                       adaptive: bool = True) -> Speculation:
+    """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
+
+    It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
+    forces ``logits_all``); pass that drafter here instead. Returns the Speculation state
+    (statistics in ``.last`` and ``.total``)."""
+    if getattr(llama, "draft_model", None) is not None:
+        raise ValueError("this Llama already has llama-cpp-python's draft_model; create it "
+                         "without one and pass the drafter to enable_speculation")
+    spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
+                       draft_p_min=draft_p_min, adaptive=adaptive)
+    llama._pyspec = spec
+    llama.generate = types.MethodType(_speculative_generate, llama)
+    return spec
+
+
+class SpeculativeLlama(llama_cpp.Llama):
+    """A ``llama_cpp.Llama`` that decodes speculatively with pyspec's fused verifier.
+
+    >>> llm = SpeculativeLlama("target.gguf", draft="draft.gguf", n_ctx=4096)  # doctest: +SKIP
+    >>> llm.create_completion("def fib(n):", max_tokens=64, temperature=0.0)  # doctest: +SKIP
+
+    ``draft``: None or "lookup" (n-gram lookup in the prompt and output), a path to a small
+    GGUF model with the same tokenizer, a ``llama_cpp.Llama``, a llama-cpp-python
+    ``LlamaDraftModel`` (also accepted as ``draft_model=``), or a pyspec ``Drafter``.
+    ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
+    unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
+    token's probability falls below it. Other keyword arguments go to ``llama_cpp.Llama``.
+    Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
+    """
+
+    def __init__(self, model_path: str, *, draft=None, draft_max: int = 8, draft_min: int = 0,
+                 draft_p_min: float = 0.0, adaptive: bool = True, **llama_kwargs):
+        if llama_kwargs.get("draft_model") is not None:
+            if draft is not None:
+                raise ValueError("pass either draft= or draft_model=, not both")
+            draft = llama_kwargs.pop("draft_model")
+        llama_kwargs.pop("draft_model", None)
+        super().__init__(model_path, **llama_kwargs)
+        self.speculation = enable_speculation(self, draft, draft_max=draft_max,
+                                              draft_min=draft_min, draft_p_min=draft_p_min,
+                                              adaptive=adaptive)
+
+    def generate(self, tokens, **kwargs):  # the instance attribute set above takes over
+        return _speculative_generate(self, tokens, **kwargs)
+
+    def close(self):
+        spec = getattr(self, "_pyspec", None)
+        if spec is not None:
+            spec.close()
+        super().close()

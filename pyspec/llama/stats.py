@@ -1,0 +1,56 @@
+"""Speculation statistics, per call and cumulative."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class SpeculationStats:
+    """Counts and times of one generate call (or a running total)."""
+
+    verify_steps: int = 0       # target forward passes that verified drafts (k >= 1)
+    plain_steps: int = 0        # target forward passes without drafts (k = 0)
+    drafted: int = 0            # draft tokens proposed
+    accepted: int = 0           # draft tokens accepted
+    emitted: int = 0            # tokens produced by the loop (prompt's first token included)
+    draft_seconds: float = 0.0  # time in the drafter
+    target_seconds: float = 0.0  # time in the target's forward passes (prompt excluded)
+    verify_seconds: float = 0.0  # time in pyspec's verifier (sampling included)
+    prompt_seconds: float = 0.0  # time evaluating the prompt
+    fallback_reason: str = ""   # why a request ran without speculation, if it did
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_verify_step(self) -> float:
+        """Mean tokens emitted per target forward pass after the prompt."""
+        steps = self.verify_steps + self.plain_steps
+        return (self.emitted - 1) / steps if steps else 0.0
+
+    @property
+    def effective_k(self) -> float:
+        """Mean draft length over the forward passes that carried drafts."""
+        return self.drafted / self.verify_steps if self.verify_steps else 0.0
+
+    def add(self, other: "SpeculationStats") -> None:
+        for f in fields(self):
+            if f.name != "fallback_reason":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(acceptance_rate=self.acceptance_rate,
+                 tokens_per_verify_step=self.tokens_per_verify_step, effective_k=self.effective_k)
+        return d
+
+    def summary(self) -> str:
+        if self.fallback_reason:
+            return f"speculation off for this request: {self.fallback_reason}"
+        return (f"drafted {self.drafted}, accepted {self.accepted} "
+                f"({100 * self.acceptance_rate:.1f}%), {self.tokens_per_verify_step:.2f} tokens per "
+                f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
+                f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
+                f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
+                f"prompt {self.prompt_seconds:.3f}s")
