@@ -108,10 +108,11 @@ static void finish_dist(int32_t *token, float *logit, float *w, int64_t n, int s
         while (keep < n && logit[keep] >= min_logit) ++keep;
         n = keep;
     }
-    const float inv_t = 1.0f / p->temperature;
+    /* Divide, not multiply by 1/T: for a subnormal T, 1/T overflows to inf and 0 * inf is
+     * NaN at the maximum, while 0 / T is 0 and the others go to -inf, i.e. greedy. */
     double total = 0.0;
     for (int64_t i = 0; i < n; ++i) {
-        w[i] = expf((logit[i] - max_logit) * inv_t);
+        w[i] = expf((logit[i] - max_logit) / p->temperature);
         total += w[i];
     }
     dist->token = token;

@@ -120,7 +120,8 @@ typedef struct pyspec_draft_probs {
  *   draft_probs   : NULL for point-mass drafts (n-gram lookup, greedy drafters): the emitted
  *                   tokens then equal what pyspec_sample draws at each position, whatever the
  *                   drafter; otherwise modified rejection sampling against these q.
- * Outputs (written only on success):
+ * Outputs (their contents are unspecified when the call fails; entries past n_accepted + 1
+ * may be overwritten as scratch):
  *   out_tokens    : capacity n_draft + 1; receives n_accepted drafts then one corrective or
  *                   bonus token
  *   out_logprobs  : NULL, or capacity n_draft + 1; log-probability of each emitted token under
@@ -168,8 +169,9 @@ PYSPEC_API void pyspec_verifier_free(pyspec_verifier *verifier);
 
 /* Verifies n_seqs sequences (ragged n_draft, each with its own params and position) in one
  * call, over n_threads threads (1 <= n_threads <= the verifier's max_threads). Results are
- * identical for any n_threads. Either every sequence's outputs are written, or (on error)
- * none is considered valid and the status names the first failing sequence. */
+ * identical for any n_threads. On success every sequence's outputs are valid; on error none
+ * is, and the message names the first failing sequence. Outputs of different sequences
+ * must not overlap. */
 PYSPEC_API pyspec_status pyspec_verify_batch(pyspec_verifier *verifier,
                                              const pyspec_sequence *seqs, int64_t n_seqs,
                                              int64_t n_vocab, int32_t dtype,

@@ -10,8 +10,9 @@ speculation is never planned to be slower than not speculating.
 Everything is measured online: target(n) per batch size (exponential moving average; sizes
 not yet measured are interpolated on a line through the measured ones, with a prior slope
 until two sizes are known), the drafter's cost per token, and a (censored-geometric
-estimate: accepted / (accepted + rejections)). While k = 0 wins, one speculative round in
-`explore_every` still runs so the estimates can recover when the text becomes predictable.
+estimate: accepted / (accepted + rejections)). While k = 0 wins, a short speculative round
+still runs after `explore_every` plain rounds so the estimates can recover when the text
+becomes predictable; each probe that does not change the decision doubles that interval.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 PRIOR_SLOPE = 0.6  # extra cost of each additional batch token, as a fraction of one token
+MAX_EXPLORE_INTERVAL = 256
 
 
 class DraftLengthController:
@@ -39,6 +41,7 @@ class DraftLengthController:
         self.prior = prior_acceptance
         self._counts: dict = {}  # bucket -> [successes, failures]
         self._plain_streak: dict = {}
+        self._explore_interval: dict = {}
 
     # ---- measurements ---------------------------------------------------------------
     def _avg(self, old, new):
@@ -112,8 +115,14 @@ class DraftLengthController:
         if self.allow_zero and rate(0) >= rate(best):
             streak = self._plain_streak.get(bucket, 0) + 1
             self._plain_streak[bucket] = streak
-            if streak < self.explore_every:
+            interval = self._explore_interval.get(bucket, self.explore_every)
+            if streak < interval:
                 return 0
-            best = self.draft_min  # a cheap probe so the estimates can recover
+            # A cheap probe so the estimates can recover; probes that keep failing to change
+            # the decision come ever more rarely, so they cannot make decoding slower.
+            self._explore_interval[bucket] = min(2 * interval, MAX_EXPLORE_INTERVAL)
+            self._plain_streak[bucket] = 0
+            return self.draft_min
         self._plain_streak[bucket] = 0
+        self._explore_interval.pop(bucket, None)
         return best

@@ -26,6 +26,7 @@ class Draft:
     probs: Optional[SparseDraftProbs] = None
     seconds: float = 0.0  # time the drafter spent
     bucket: object = None  # groups drafts of similar reliability for the acceptance estimate
+    steady_seconds: Optional[float] = None  # cost when drafting every round (default: seconds)
 
 
 class Drafter:
@@ -204,7 +205,9 @@ class DraftModel(Drafter):
         max_tokens = min(max_tokens, self.n_ctx - len(context) - 1)
         if max_tokens <= 0:
             return Draft([], None, time.perf_counter() - t0)
+        n_new = max(1, len(context) - len(self._evaluated))
         self._catch_up(context)
+        t_catch_up = time.perf_counter() - t0
         dparams = self._params(params)
         tokens, rows = [], []
         for j in range(max_tokens):
@@ -231,4 +234,8 @@ class DraftModel(Drafter):
                 tok_arr[r, : ids.size] = ids
                 prob_arr[r, : probs.size] = probs
             sparse = SparseDraftProbs(tok_arr, prob_arr)
-        return Draft(tokens, sparse, time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        # What drafting costs once the draft keeps pace (one catch-up token per round); a long
+        # catch-up after plain rounds is not what more drafting would cost.
+        steady = t_catch_up / n_new + (elapsed - t_catch_up)
+        return Draft(tokens, sparse, elapsed, steady_seconds=steady)

@@ -152,7 +152,8 @@ class Speculation:
         else:
             k = controller.choose(room)
             draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
-            controller.record_draft(len(draft.tokens), draft.seconds)
+            steady = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
+            controller.record_draft(len(draft.tokens), steady)
         stats.draft_seconds += draft.seconds
         return draft, min(k, len(draft.tokens))
 

@@ -1104,7 +1104,8 @@ static void check_sparse_matches_dense(pyspec_verifier *v, const logits_rows *l,
     int32_t *tokens = xmalloc((size_t)kept * sizeof *tokens);
     float *sparse = xmalloc((size_t)kept * sizeof *sparse);
     int64_t *n = xmalloc(sizeof *n);
-    unsigned char *seen = calloc((size_t)V, 1);
+    unsigned char *seen = xmalloc((size_t)V);
+    memset(seen, 0, (size_t)V);
     pyspec_error err = { 0, { 0 } };
     pyspec_status st = pyspec_distribution_sparse(v, l->data, V, l->dtype, p, tokens, sparse, kept, n, &err);
     if (CHECK(st == PYSPEC_OK && *n == kept, "sparse: status %d (%s), n %lld, want %lld kept tokens",
@@ -1775,19 +1776,20 @@ static void test_random_invariants(int iterations) {
             /* A fresh verifier sized to exactly this n_vocab: its scratch has no history (the
              * sparse scatter buffer must be left all zeros after every row), and ASan guards
              * the end of every scratch array. */
-            pyspec_verifier *fresh = make_verifier(V, 2);
-            st = verify_into(fresh, seqs, n_seqs, 1, V, dtype, 2, NULL);
+            pyspec_verifier *fresh = make_verifier(V, 1);
+            st = verify_into(fresh, seqs, n_seqs, 1, V, dtype, 1, NULL);
             ++calls;
             int same = st == PYSPEC_OK;
             for (int64_t k = 0; k < n_seqs; ++k) same = same && same_outputs(&seqs[k], &seqs[k].ref, &seqs[k].rerun);
             CHECK(same, "a fresh verifier (max_vocab = n_vocab) gives a different result (status %d)", st);
             pyspec_verifier_free(fresh);
+            /* One thread: batching, not threading, is what this compares (and on a 2-core
+             * machine every extra OpenMP team costs spin-waiting time). */
             for (int64_t k = 0; k < n_seqs && n_seqs > 1; ++k) {
-                const int32_t threads = (int32_t)(1 << rng_range(0, 2));
-                st = verify_into(v, &seqs[k], 1, 1, V, dtype, threads, NULL);
+                st = verify_into(v, &seqs[k], 1, 1, V, dtype, 1, NULL);
                 ++calls;
                 CHECK(st == PYSPEC_OK && same_outputs(&seqs[k], &seqs[k].ref, &seqs[k].rerun),
-                      "seq %lld verified alone (%d threads) differs from inside the batch", (long long)k, threads);
+                      "seq %lld verified alone differs from inside the batch", (long long)k);
             }
         }
         for (int64_t k = 0; k < n_seqs; ++k) free_test_seq(&seqs[k]);
@@ -1876,7 +1878,7 @@ typedef struct test_group {
 
 static void run_random_invariants(void) {
     const char *env = getenv("PYSPEC_TEST_ITERATIONS"); /* longer soak runs by hand */
-    test_random_invariants(env ? atoi(env) : 700);
+    test_random_invariants(env ? atoi(env) : 600);
 }
 
 int main(void) {
