@@ -26,7 +26,7 @@ MAX_EXPLORE_INTERVAL = 256
 
 class DraftLengthController:
     def __init__(self, draft_min: int = 1, draft_max: int = 8, *, ema: float = 0.15,
-                 explore_every: int = 8, prior_acceptance: float = 0.6,
+                 explore_every: int = 8, prior_acceptance: float = 0.75,
                  fixed: bool = False):
         if not 0 <= draft_min <= draft_max:
             raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
@@ -59,7 +59,7 @@ class DraftLengthController:
 
     def _bucket(self, bucket):
         if bucket not in self._counts:
-            self._counts[bucket] = [self.prior * 4, (1 - self.prior) * 4]
+            self._counts[bucket] = [self.prior * 2, (1 - self.prior) * 2]  # weak prior: learn fast
         return self._counts[bucket]
 
     def record_acceptance(self, n_drafted: int, n_accepted: int, bucket=None) -> None:

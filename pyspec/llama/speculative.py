@@ -97,6 +97,7 @@ class Speculation:
         self.total = SpeculationStats()
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
+        self._last_outcome = None  # of the previous round: "all accepted", "rejected", None
 
     def close(self):
         self.drafter.close()
@@ -148,6 +149,9 @@ class Speculation:
         if drafter.free:  # draft first, then let the cost model cut
             limit = min(controller.draft_max, room)
             draft = drafter.draft(np.asarray(context), limit, params, len(context)) if limit else Draft([])
+            # Acceptance depends on the context: a draft that continues a run of accepted
+            # lookups (copying from the prompt) is far likelier to pass than a fresh match.
+            draft.bucket = (draft.bucket, self._last_outcome)
             k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
         else:
             k = controller.choose(room)
@@ -206,6 +210,10 @@ class Speculation:
                     llama.n_tokens = keep
                 self.controller.record_target(len(drafts) + 1, t1 - t0)
                 self.controller.record_acceptance(len(drafts), result.n_accepted, draft.bucket)
+                if drafts:
+                    self._last_outcome = "all accepted" if result.n_accepted == len(drafts) else "rejected"
+                else:
+                    self._last_outcome = None
                 stats.target_seconds += t1 - t0
                 stats.verify_seconds += t2 - t1
                 if drafts:

@@ -1,0 +1,242 @@
+"""SpeculativeLlama on real GGUF models: same outputs as plain llama-cpp-python, exact
+distributions, consistent KV bookkeeping, clear errors."""
+import ctypes
+import logging
+
+import numpy as np
+import pytest
+
+import llama_cpp
+import pyspec
+from pyspec.llama import (DraftModel, PromptLookup, SpeculativeLlama, VocabularyMismatchError,
+                          enable_speculation)
+from pyspec.llama._decode import BatchDecoder
+from reference import chisquare_pvalue, reference_distribution
+
+pytestmark = pytest.mark.model
+
+CODE = '''def compute_total(items):
+    total_price = 0
+    for item in items:
+        total_price += item.price * item.quantity
+    if total_price > 100:
+        total_price = total_price * 0.9
+    return total_price
+'''
+EDIT_PROMPT = ("<|im_start|>user\nRename the variable total_price to grand_total in this code "
+               f"and output the full code only:\n```python\n{CODE}```<|im_end|>\n"
+               "<|im_start|>assistant\n")
+OPEN_PROMPT = "<|im_start|>user\nWrite a haiku about rivers.<|im_end|>\n<|im_start|>assistant\n"
+NEAR_TIE = 0.5  # batched vs one-token logits differ by up to this much on Qwen (measured)
+KW = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
+
+
+@pytest.fixture(scope="module")
+def plain(qwen_path):
+    llm = llama_cpp.Llama(model_path=qwen_path, **KW)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="module")
+def spec_lookup(qwen_path):
+    llm = SpeculativeLlama(qwen_path, draft="lookup", draft_max=6, **KW)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="module")
+def draft_path():
+    from pyspec.models import ensure_model
+
+    return str(ensure_model("qwen2.5-coder-0.5b"))
+
+
+def _tokens(llm, prompt, max_tokens, **kw):
+    out = []
+    for tok in llm.generate(llm.tokenize(prompt.encode(), special=True), **kw):
+        out.append(tok)
+        if len(out) == max_tokens or llama_cpp.llama_vocab_is_eog(
+                llama_cpp.llama_model_get_vocab(llm.model), tok):
+            break
+    return out
+
+
+def _gap_at(plain, prompt_tokens, prefix, token_a, token_b):
+    """|logit(a) - logit(b)| after prompt + prefix, evaluated one token at a time."""
+    plain.reset()
+    plain.eval(prompt_tokens + prefix)
+    row = np.ctypeslib.as_array(plain._ctx.get_logits_ith(-1), shape=(plain.n_vocab(),))
+    return abs(float(row[token_a]) - float(row[token_b]))
+
+
+def _assert_same_or_near_tie(plain, spec, prompt, n=96, **kw):
+    greedy = dict(temp=0.0, **kw)
+    a = _tokens(plain, prompt, n, **greedy)
+    b = _tokens(spec, prompt, n, **greedy)
+    if a == b:
+        return
+    i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) if any(
+        x != y for x, y in zip(a, b)) else min(len(a), len(b))
+    assert i < min(len(a), len(b)), f"one output is a prefix of the other at {i}"
+    gap = _gap_at(plain, plain.tokenize(prompt.encode(), special=True), a[:i], a[i], b[i])
+    assert gap < NEAR_TIE, f"greedy outputs diverge at token {i} where the logit gap is {gap}"
+
+
+def test_greedy_lookup_equals_plain_greedy(plain, spec_lookup):
+    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT)
+    assert spec_lookup.speculation.last.accepted > 10  # it really speculated
+
+
+def test_greedy_draft_model_equals_plain_greedy(plain, qwen_path, draft_path):
+    llm = SpeculativeLlama(qwen_path, draft=draft_path, draft_max=4, adaptive=False, **KW)
+    try:
+        _assert_same_or_near_tie(plain, llm, OPEN_PROMPT, n=48)
+        stats = llm.speculation.last
+        assert stats.drafted > 20 and stats.accepted > 5
+    finally:
+        llm.close()
+
+
+def test_completion_chat_streaming_and_stop_strings_match_plain(plain, spec_lookup):
+    req = dict(max_tokens=80, temperature=0.0, seed=1)
+    a = plain.create_completion(EDIT_PROMPT, **req)["choices"][0]["text"]
+    b = spec_lookup.create_completion(EDIT_PROMPT, **req)["choices"][0]["text"]
+    assert a == b
+    streamed = "".join(c["choices"][0]["text"]
+                       for c in spec_lookup.create_completion(EDIT_PROMPT, stream=True, **req))
+    assert streamed == a
+    stop_a = plain.create_completion(EDIT_PROMPT, stop=["for item"], **req)
+    stop_b = spec_lookup.create_completion(EDIT_PROMPT, stop=["for item"], **req)
+    assert stop_b["choices"][0]["text"] == stop_a["choices"][0]["text"]
+    assert "for item" not in stop_b["choices"][0]["text"] and stop_b["choices"][0]["finish_reason"] == "stop"
+    msgs = [{"role": "user", "content": "Say hello in French, one word."}]
+    chat_a = plain.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
+    chat_b = spec_lookup.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
+    assert chat_a["choices"][0]["message"]["content"] == chat_b["choices"][0]["message"]["content"]
+
+
+def test_max_tokens_and_seeded_sampling_are_reproducible(qwen_path):
+    """A fixed seed gives the same text when the batch shapes repeat too (fixed draft
+    length, fresh context): llama.cpp's logits depend slightly on the batch shape, so an
+    adaptive run reproduces the distribution, not necessarily the bytes (README)."""
+    llm = SpeculativeLlama(qwen_path, draft="lookup", draft_max=4, adaptive=False, **KW)
+    req = dict(max_tokens=24, temperature=0.9, seed=1234)
+    texts = []
+    for _ in range(2):
+        llm.reset()
+        out = llm.create_completion(OPEN_PROMPT, **req)
+        assert out["usage"]["completion_tokens"] <= 24
+        texts.append(out["choices"][0]["text"])
+    llm.close()
+    assert texts[0] == texts[1]
+
+
+def test_bookkeeping_after_many_rejections(qwen_path):
+    """Fixed-length lookup drafts on free text: most are rejected. Afterwards the KV cache
+    must hold exactly prompt + output, positions consistent with a fresh evaluation."""
+    # A drafter that proposes the last four tokens again: mostly wrong, sometimes right.
+    llm = SpeculativeLlama(qwen_path, draft=lambda ids: ids[-4:], draft_max=4, adaptive=False, **KW)
+    try:
+        story = ("<|im_start|>user\nWrite a long story about a lighthouse keeper.<|im_end|>\n"
+                 "<|im_start|>assistant\n")
+        prompt = llm.tokenize(story.encode(), special=True)
+        out = _tokens(llm, story, 200, temp=0.7, top_k=40, top_p=0.95, min_p=0.05)
+        stats = llm.speculation.last
+        assert len(out) > 150 and stats.drafted - stats.accepted > 150, stats.summary()
+        n = llm.n_tokens
+        assert list(llm.input_ids[:n]) == (prompt + out)[:n]
+        assert n >= len(prompt) + len(out) - 1
+        # The next token's logits from the speculative context equal a fresh evaluation.
+        llm.eval([(prompt + out)[n]] if n < len(prompt) + len(out) else [out[-1]])
+        row_spec = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+        fresh = llama_cpp.Llama(model_path=qwen_path, **KW)
+        fresh.eval(list(llm.input_ids[: llm.n_tokens]))
+        row_fresh = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),))
+        assert np.max(np.abs(row_spec - row_fresh)) < 1.0
+        assert int(np.argmax(row_spec)) == int(np.argmax(row_fresh)) or \
+            abs(row_fresh[np.argmax(row_spec)] - row_fresh.max()) < NEAR_TIE
+        fresh.close()
+    finally:
+        llm.close()
+
+
+def test_draft_model_sampling_keeps_the_target_distribution(qwen_path, draft_path):
+    """Temperature 1 with a real draft model and rejection sampling: the second generated
+    token (the first one the verifier decides) follows the target's distribution."""
+    params = dict(temp=1.0, top_k=20, top_p=1.0, min_p=0.0)
+    prompt_text = "<|im_start|>user\nName a fruit.<|im_end|>\n<|im_start|>assistant\n"
+    llm = SpeculativeLlama(qwen_path, draft=draft_path, draft_max=3, adaptive=False, **KW)
+    seconds = []
+    try:
+        prompt = llm.tokenize(prompt_text.encode(), special=True)
+        firsts, seconds = [], []
+        for seed in range(300):
+            llm.set_seed(seed)
+            toks = _tokens(llm, prompt_text, 2, **params)
+            firsts.append(toks[0])
+            seconds.append(toks[1] if len(toks) > 1 else -1)
+        assert llm.speculation.total.drafted > 300
+        first = max(set(firsts), key=firsts.count)
+        group = np.array([s for f, s in zip(firsts, seconds) if f == first])
+        assert group.size >= 80
+        # Target distribution of the second token given the most common first token, from the
+        # target's own batched logits (what the verifier saw) through the numpy reference.
+        ref = llama_cpp.Llama(model_path=qwen_path, **KW)
+        ref.eval(prompt)
+        decoder = BatchDecoder(ref.ctx, ref.n_vocab(), 8)
+        # Row 0 of a 4-token verify batch starting with `first`, as the verifier saw it
+        # (causal: later tokens do not change it; the batch shape is the same).
+        addr = decoder.decode([first] * 4, len(prompt), 4)
+        row = np.ctypeslib.as_array((ctypes.c_float * ref.n_vocab()).from_address(addr)).copy()
+        decoder.close()
+        ref.close()
+        p = reference_distribution(row, pyspec.SamplingParams(temperature=1.0, top_k=20, top_p=1.0, min_p=0.0))
+        # Batched logits differ slightly between batch shapes: allow a small total-variation
+        # slack by testing with chi-square on the pooled bins at a strict alpha.
+        assert chisquare_pvalue(group, p) > 1e-4
+    finally:
+        llm.close()
+
+
+def test_switching_an_existing_llama(qwen_path, plain):
+    llm = llama_cpp.Llama(model_path=qwen_path, **KW)
+    spec = enable_speculation(llm, PromptLookup(), draft_max=6)
+    a = plain.create_completion(EDIT_PROMPT, max_tokens=40, temperature=0.0)["choices"][0]["text"]
+    b = llm.create_completion(EDIT_PROMPT, max_tokens=40, temperature=0.0)["choices"][0]["text"]
+    assert a == b and spec.last.emitted > 0
+    llm.close()
+
+
+def test_unsupported_features_fall_back_and_say_so(spec_lookup, caplog):
+    with caplog.at_level(logging.WARNING, logger="pyspec"):
+        out = spec_lookup.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.0,
+                                            repeat_penalty=1.3)
+    assert out["usage"]["completion_tokens"] > 0
+    assert spec_lookup.speculation.last.fallback_reason.startswith("repetition")
+    assert any("penalties" in r.message for r in caplog.records)
+
+
+def test_incompatible_draft_vocabulary_is_refused(qwen_path, gemma_path):
+    with pytest.raises(VocabularyMismatchError, match="differ"):
+        SpeculativeLlama(qwen_path, draft=gemma_path, **KW)
+
+
+@pytest.mark.parametrize("kwargs", [dict(draft_max=-1), dict(draft_max=1000), dict(draft_min=5, draft_max=2)])
+def test_draft_length_out_of_range(qwen_path, kwargs):
+    with pytest.raises(ValueError, match="draft_m"):
+        SpeculativeLlama(qwen_path, draft="lookup", **kwargs, **KW)
+
+
+def test_a_drafter_returning_garbage_ids_gets_a_clear_error(qwen_path):
+    llm = SpeculativeLlama(qwen_path, draft=lambda ids: np.array([5, 10**9, 3]), draft_max=3,
+                           adaptive=False, **KW)
+    try:
+        with pytest.raises(ValueError, match="outside the target's vocabulary"):
+            llm.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.0)
+        llm2 = SpeculativeLlama(qwen_path, draft=lambda ids: np.array([[1.5]]), **KW)
+        with pytest.raises(ValueError, match="1-D array of token ids"):
+            llm2.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.0)
+        llm2.close()
+    finally:
+        llm.close()
