@@ -46,7 +46,6 @@ def _case_info(case: Case, logits_bytes: int) -> dict:
 @dataclass
 class _Timing:
     median_s: float
-    iqr_s: float
     extra_info: dict   # the benchmark's own dict: later updates still reach its JSON
 
 
@@ -63,11 +62,10 @@ class Results:
         benchmark.extra_info.update(info)
         if not benchmark.stats:       # --benchmark-disable: ran once, nothing timed
             return
-        median, iqr = benchmark.stats.stats.median, benchmark.stats.stats.iqr
+        median = benchmark.stats.stats.median
         benchmark.extra_info["median_us"] = median * 1e6
-        if "logits_bytes" in info:
-            benchmark.extra_info["read_gb_per_s"] = info["logits_bytes"] / median / 1e9
-        table[key] = _Timing(median, iqr, benchmark.extra_info)
+        benchmark.extra_info["read_gb_per_s"] = info["logits_bytes"] / median / 1e9
+        table[key] = _Timing(median, benchmark.extra_info)
 
     def add_verify(self, case: Case, n_threads: Optional[int], benchmark, logits_bytes: int,
                    n_accepted: int) -> None:
@@ -81,8 +79,8 @@ class Results:
         self._record(self.read_pass, case.array_key, benchmark, info)
         self._update_ratios()
 
-    def add_chain(self, case: Case, benchmark) -> None:
-        self._record(self.chain, case.chain_key, benchmark, _case_info(case, 0))
+    def add_chain(self, case: Case, benchmark, logits_bytes: int) -> None:
+        self._record(self.chain, case.chain_key, benchmark, _case_info(case, logits_bytes))
         self._update_ratios()
 
     def _update_ratios(self) -> None:
@@ -121,11 +119,6 @@ class Results:
         fmt = lambda row: "  ".join(  # noqa: E731 - text left, numbers right
             cell.ljust(w) if i in (0, 3) else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
         return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
-
-    def noisy(self, max_iqr_over_median: float = 0.5) -> int:
-        """How many benchmarks spread so widely that the machine was probably busy."""
-        timings = [*self.verify.values(), *self.read_pass.values(), *self.chain.values()]
-        return sum(t.iqr_s > max_iqr_over_median * t.median_s for t in timings)
 
 
 def _us(seconds: Optional[float]) -> str:

@@ -18,4 +18,4 @@ def bench_llama_chain(benchmark, workloads, results, case):
     """llama.cpp's sampler chain on each of the k + 1 rows: what llama-cpp-python does today."""
     logits = workloads.logits(case)
     measure(benchmark, case, llama_chain(logits, case.params))
-    results.add_chain(case, benchmark)
+    results.add_chain(case, benchmark, logits.nbytes)

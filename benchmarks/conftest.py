@@ -1,6 +1,9 @@
 """Session fixtures (inputs built once, models loaded once) and the end-of-session table."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 import pyspec
@@ -9,6 +12,7 @@ from _results import Results
 from _workloads import Workloads
 
 _RESULTS = pytest.StashKey[Results]()
+_CPU_AT_START = pytest.StashKey[tuple]()
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +24,32 @@ def workloads() -> Workloads:
 def results(pytestconfig) -> Results:
     # Kept on the config so pytest_terminal_summary can reach it after the session.
     return pytestconfig.stash.setdefault(_RESULTS, Results())
+
+
+def _cpu_snapshot():
+    """(wall s, whole machine's busy CPU s, this process's CPU s), or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            jiffies = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = jiffies[3] + jiffies[4]            # idle + iowait
+    busy_s = (sum(jiffies[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return time.monotonic(), busy_s, own.user + own.system
+
+
+def _other_processes_load(start, end) -> float:
+    """Fraction of the machine's CPUs that other processes kept busy between two snapshots."""
+    wall = end[0] - start[0]
+    others = (end[1] - start[1]) - (end[2] - start[2])
+    return max(0.0, others) / (wall * (os.cpu_count() or 1)) if wall > 0 else 0.0
+
+
+def pytest_sessionstart(session):
+    snapshot = _cpu_snapshot()
+    if snapshot:
+        session.config.stash[_CPU_AT_START] = snapshot
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -34,7 +64,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
           "sampler chain per row; '+q' = with draft probabilities")
     for line in results.table_lines():
         write(line)
-    noisy = results.noisy()
-    if noisy:
-        write(f"warning: {noisy} benchmark(s) have an IQR above half their median; another "
-              "process was probably busy (default-thread verify suffers most)", yellow=True)
+    start, end = config.stash.get(_CPU_AT_START, None), _cpu_snapshot()
+    if start and end:
+        # Another busy process stalls default-thread verify by a scheduler slice (~8 ms).
+        load = _other_processes_load(start, end)
+        message = f"other processes kept {100 * load:.0f}% of the {os.cpu_count()} CPUs busy during the run"
+        if load > 0.05:
+            write(f"warning: {message}; the timings (default-thread verify most) are not "
+                  "trustworthy: rerun on an idle machine", yellow=True)
+        else:
+            write(message)
