@@ -52,7 +52,21 @@ def pytest_sessionstart(session):
         session.config.stash[_CPU_AT_START] = snapshot
 
 
+GENERATION_ROWS = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session")
+def generation_rows(pytestconfig) -> list:
+    """Rows of the speculative-generation table (bench_generation.py)."""
+    return pytestconfig.stash.setdefault(GENERATION_ROWS, [])
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    rows = config.stash.get(GENERATION_ROWS, None)
+    if rows:
+        terminalreporter.write_sep("=", "speculative generation vs plain llama-cpp-python")
+        for line in rows:
+            terminalreporter.write_line(line)
     results = config.stash.get(_RESULTS, None)
     if results is None or not results.verify:
         return

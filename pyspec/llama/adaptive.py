@@ -36,12 +36,14 @@ class DraftLengthController:
         self.ema = ema
         self.explore_every = explore_every
         self.target_cost: dict = {}  # n tokens -> seconds
+        self._fit = None
         self.draft_cost = 0.0        # seconds per drafted token
         self.overhead = 0.0          # seconds per round outside target and drafter
         self.prior = prior_acceptance
         self._counts: dict = {}  # bucket -> [successes, failures]
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
+        self._realised: dict = {}  # (bucket, speculative) -> (tokens/s EMA, rounds)
 
     # ---- measurements ---------------------------------------------------------------
     def _avg(self, old, new):
@@ -49,6 +51,13 @@ class DraftLengthController:
 
     def record_target(self, n_tokens: int, seconds: float) -> None:
         self.target_cost[n_tokens] = self._avg(self.target_cost.get(n_tokens), seconds)
+        self._fit = None
+
+    def calibrate(self, costs: dict) -> None:
+        """Seeds target(n) with measured costs (n tokens -> seconds)."""
+        for n, seconds in costs.items():
+            self.target_cost[n] = seconds
+        self._fit = None
 
     def record_draft(self, n_drafted: int, seconds: float) -> None:
         if n_drafted:
@@ -56,6 +65,23 @@ class DraftLengthController:
 
     def record_overhead(self, seconds: float) -> None:
         self.overhead = self._avg(self.overhead or None, seconds)
+
+    def record_round(self, bucket, speculative: bool, n_tokens: int, seconds: float) -> None:
+        """Realised throughput of a whole round (drafting, forward pass, verify, bookkeeping),
+        kept apart for plain rounds and for speculative rounds of each bucket."""
+        key = (bucket, True) if speculative else (None, False)
+        old = self._realised.get(key)
+        rate = n_tokens / max(seconds, 1e-9)
+        self._realised[key] = (rate, 1) if old is None else (old[0] + self.ema * (rate - old[0]), old[1] + 1)
+
+    def _realised_says_plain(self, bucket) -> bool:
+        """True once enough speculative rounds of this bucket ran measurably slower than
+        plain rounds: the model's prediction is overruled by what actually happened (costs
+        it does not see, such as a draft model catching up after plain rounds)."""
+        spec = self._realised.get((bucket, True))
+        plain = self._realised.get((None, False))
+        return (spec is not None and plain is not None and spec[1] >= 3 and plain[1] >= 3
+                and spec[0] < plain[0])
 
     def _bucket(self, bucket):
         if bucket not in self._counts:
@@ -76,20 +102,32 @@ class DraftLengthController:
         s, f = self._bucket(bucket)
         return s / (s + f)
 
+    def _line(self):
+        """(intercept, slope, floor) of target(n), refitted only after a new measurement
+        (choose() asks for it draft_max times per round)."""
+        if self._fit is None:
+            known = sorted(self.target_cost.items())
+            if not known:
+                self._fit = (1.0 - PRIOR_SLOPE, PRIOR_SLOPE, 0.0)  # unit-free until measured
+            elif len(known) == 1:
+                (n0, t0), = known
+                per = t0 / (1 + PRIOR_SLOPE * (n0 - 1))
+                self._fit = (per * (1 - PRIOR_SLOPE), per * PRIOR_SLOPE, 0.0)
+            else:
+                xs = np.array([k for k, _ in known], dtype=float)
+                ys = np.array([v for _, v in known], dtype=float)
+                slope = float(np.cov(xs, ys, bias=True)[0, 1] / np.var(xs))
+                self._fit = (float(ys.mean() - slope * xs.mean()), slope, float(ys.min()))
+        return self._fit
+
     def predicted_target(self, n: int) -> float:
-        known = sorted(self.target_cost.items())
-        if not known:
-            return 1.0 + PRIOR_SLOPE * (n - 1)  # unit-free until measured
-        if n in self.target_cost:
-            return self.target_cost[n]
-        if len(known) == 1:
-            (n0, t0), = known
-            per = t0 / (1 + PRIOR_SLOPE * (n0 - 1))
-            return per * (1 + PRIOR_SLOPE * (n - 1))
-        xs = np.array([k for k, _ in known], dtype=float)
-        ys = np.array([v for _, v in known], dtype=float)
-        slope, intercept = np.polyfit(xs, ys, 1)
-        return max(intercept + slope * n, ys.min())
+        # One-token passes (plain rounds) are measured all the time: use them as they are.
+        # Larger batches are measured rarely and noisily, so they come from the fitted line.
+        measured = self.target_cost.get(n)
+        if measured is not None and (n == 1 or len(self.target_cost) < 3):
+            return measured
+        intercept, slope, floor = self._line()
+        return max(intercept + slope * n, floor)
 
     def expected_tokens(self, k: int, bucket=None) -> float:
         a = min(self.acceptance(bucket), 0.999)
@@ -112,7 +150,7 @@ class DraftLengthController:
             return hi
         rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
-        if self.allow_zero and rate(0) >= rate(best):
+        if self.allow_zero and (rate(0) >= rate(best) or self._realised_says_plain(bucket)):
             streak = self._plain_streak.get(bucket, 0) + 1
             self._plain_streak[bucket] = streak
             interval = self._explore_interval.get(bucket, self.explore_every)

@@ -12,6 +12,7 @@ class SpeculationStats:
     plain_steps: int = 0        # target forward passes without drafts (k = 0)
     drafted: int = 0            # draft tokens proposed
     accepted: int = 0           # draft tokens accepted
+    rejected_steps: int = 0     # verify steps that ended in a rejection
     emitted: int = 0            # tokens produced by the loop (prompt's first token included)
     draft_seconds: float = 0.0  # time in the drafter
     target_seconds: float = 0.0  # time in the target's forward passes (prompt excluded)
@@ -22,6 +23,13 @@ class SpeculationStats:
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def per_token_acceptance(self) -> float:
+        """Acceptance per draft position (censored-geometric estimate): what the
+        (1 - a^(k+1)) / (1 - a) model of Leviathan et al. calls a."""
+        n = self.accepted + self.rejected_steps
+        return self.accepted / n if n else 0.0
 
     @property
     def tokens_per_verify_step(self) -> float:

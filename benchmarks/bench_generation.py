@@ -1,0 +1,194 @@
+"""Speculative generation against plain llama-cpp-python, on real GGUF models.
+
+Each case runs plain ``llama_cpp.Llama`` and ``pyspec.llama.SpeculativeLlama`` on the same
+prompt, parameters and ``max_tokens`` in the same session, alternating (plain, spec) twice
+so that drifting machine load hits both, and reports tokens per second (generation only:
+the prompt is evaluated and timed separately), the ratio, the acceptance rate and the
+speedup the cost model predicts from that acceptance. Nothing is asserted about speed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+import llama_cpp
+from pyspec.llama import SpeculativeLlama
+from pyspec.models import ensure_model
+
+CODE = '''class InventoryReport:
+    def __init__(self, items, tax_rate=0.08):
+        self.items = items
+        self.tax_rate = tax_rate
+
+    def subtotal(self):
+        total_price = 0
+        for item in self.items:
+            total_price += item.price * item.quantity
+        return total_price
+
+    def total(self):
+        total_price = self.subtotal()
+        if total_price > 100:
+            total_price = total_price * 0.95
+        return total_price * (1 + self.tax_rate)
+
+    def describe(self):
+        total_price = self.total()
+        lines = [f"{item.name}: {item.quantity} x {item.price:.2f}" for item in self.items]
+        lines.append(f"total: {total_price:.2f}")
+        return "\\n".join(lines)
+'''
+EDIT_PROMPT = ("<|im_start|>user\nRename the variable `total_price` to `amount` everywhere in "
+               f"this code and output the whole code, nothing else:\n```python\n{CODE}```"
+               "<|im_end|>\n<|im_start|>assistant\n")
+FREE_PROMPT = ("<|im_start|>user\nExplain in a few paragraphs how a hash map works."
+               "<|im_end|>\n<|im_start|>assistant\n")
+# A base model continuing a file that repeats an earlier file.
+REPEAT_PROMPT = f"# file: report_v1.py\n{CODE}\n# file: report_v2.py (identical copy)\n" + CODE[:120]
+
+MODELS = {"qwen": "qwen2.5-coder-1.5b", "gemma": "gemma3-270m"}
+
+
+@dataclass(frozen=True)
+class GenCase:
+    model: str
+    draft: str          # "lookup" or "qwen-0.5b"
+    prompt_name: str
+    temperature: float
+    max_tokens: int = 160
+
+    @property
+    def id(self):
+        return f"{self.model}-{self.draft}-{self.prompt_name}-t{self.temperature}"
+
+
+CASES = [
+    GenCase("qwen", "lookup", "edit", 0.0),
+    GenCase("qwen", "lookup", "edit", 0.8),
+    GenCase("qwen", "lookup", "free", 0.0),
+    GenCase("qwen", "qwen-0.5b", "edit", 0.0),
+    GenCase("qwen", "qwen-0.5b", "free", 0.8),
+    GenCase("gemma", "lookup", "repeat", 0.0),
+    GenCase("gemma", "lookup", "repeat", 0.8),
+    GenCase("gemma", "lookup", "free", 0.8),
+]
+PROMPTS = {"edit": EDIT_PROMPT, "free": FREE_PROMPT, "repeat": REPEAT_PROMPT}
+KW = dict(n_ctx=2048, n_threads=2, verbose=False)
+
+
+def _generation_speed(llm, prompt_tokens, case):
+    """(tokens, seconds) of generation after the prompt (prompt evaluated first, untimed)."""
+    llm.reset()
+    gen = llm.generate(prompt_tokens, temp=case.temperature, top_k=40, top_p=0.95, min_p=0.05)
+    n, start = 0, None
+    eog = llama_cpp.llama_model_get_vocab(llm.model)
+    for tok in gen:
+        if start is None:  # the first token comes from the prompt's logits: start timing here
+            start = time.perf_counter()
+        n += 1
+        if n > case.max_tokens or llama_cpp.llama_vocab_is_eog(eog, tok):
+            break
+    gen.close()
+    return n - 1, time.perf_counter() - start
+
+
+def _predicted_speedup(stats, ctl) -> float:
+    """Speedup the cost model predicts from what was measured: the per-token acceptance a,
+    the mean draft length k of the verify steps, the share of plain steps, the target's
+    cost per batch size and the drafter's cost per token."""
+    k = stats.effective_k
+    t1 = ctl.predicted_target(1)
+    if not stats.verify_steps or not k:
+        return 1.0
+    a = min(stats.per_token_acceptance, 0.999)
+    kk = max(1, round(k))
+    tokens = stats.verify_steps * (1 - a ** (kk + 1)) / (1 - a) + stats.plain_steps
+    seconds = (stats.verify_steps * (ctl.predicted_target(kk + 1) + kk * ctl.draft_cost)
+               + stats.plain_steps * t1)
+    return (tokens / seconds) * t1
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def bench_generation(benchmark, case, generation_rows):
+    path = str(ensure_model(MODELS[case.model]))
+    draft = "lookup" if case.draft == "lookup" else str(ensure_model("qwen2.5-coder-0.5b"))
+    plain = llama_cpp.Llama(model_path=path, seed=7, **KW)
+    spec = SpeculativeLlama(path, draft=draft, seed=7, **KW)
+    prompt = plain.tokenize(PROMPTS[case.prompt_name].encode(), special=True)
+    plain_runs, spec_runs = [], []
+
+    def one_round():
+        plain_runs.append(_generation_speed(plain, prompt, case))
+        spec_runs.append(_generation_speed(spec, prompt, case))
+
+    _generation_speed(spec, prompt, case)  # warm-up: the controller learns the costs
+    benchmark.pedantic(one_round, rounds=2, iterations=1)
+    plain_tps = sum(n for n, _ in plain_runs) / sum(s for _, s in plain_runs)
+    spec_tps = sum(n for n, _ in spec_runs) / sum(s for _, s in spec_runs)
+    stats = spec.speculation.total
+    predicted = _predicted_speedup(stats, spec.speculation.controller)
+    ratio = spec_tps / plain_tps
+    benchmark.extra_info.update(plain_tok_s=plain_tps, spec_tok_s=spec_tps, ratio=ratio,
+                                acceptance=stats.acceptance_rate, effective_k=stats.effective_k,
+                                predicted_speedup=predicted)
+    generation_rows.append(
+        f"{case.id:34s} plain {plain_tps:6.2f} tok/s  spec {spec_tps:6.2f} tok/s  "
+        f"x{ratio:4.2f}  accept {100 * stats.acceptance_rate:5.1f}%  k {stats.effective_k:4.2f}  "
+        f"verify/plain steps {stats.verify_steps}/{stats.plain_steps}  predicted x{predicted:4.2f}  "
+        f"realized/predicted {ratio / predicted:4.2f}")
+    spec.close()
+    plain.close()
+
+
+LONG_PROMPT = "<|im_start|>user\nSummarise this code:\n```python\n" + CODE * 5 + "```<|im_end|>\n<|im_start|>assistant\n"
+
+_RSS_SCRIPT = r'''
+import resource, sys, time
+import llama_cpp
+from pyspec.llama import SpeculativeLlama
+kind, path, prompt = sys.argv[1], sys.argv[2], sys.stdin.read()
+kw = dict(n_ctx=4096, n_threads=2, verbose=False, seed=1)
+llm = llama_cpp.Llama(model_path=path, **kw) if kind == "plain" else SpeculativeLlama(path, draft="lookup", **kw)
+t0 = time.perf_counter()
+for chunk in llm.create_completion(prompt, max_tokens=48, temperature=0.0, stream=True):
+    ttft = time.perf_counter() - t0
+    break
+print(ttft, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+'''
+
+
+def _ttft_and_rss(kind: str, path: str, prompt: str):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, kind, path], input=prompt,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1]) / 1024  # seconds, MiB
+
+
+def bench_time_to_first_token_and_memory(benchmark, generation_rows):
+    """A ~1000-token prompt, each side in a fresh process (peak RSS is per process),
+    alternating plain and speculative three times; medians."""
+    path = str(ensure_model("qwen2.5-coder-1.5b"))
+    runs = {"plain": [], "spec": []}
+
+    def one_round():
+        for kind in ("plain", "spec"):
+            runs[kind].append(_ttft_and_rss(kind, path, LONG_PROMPT))
+
+    benchmark.pedantic(one_round, rounds=3, iterations=1)
+    med = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
+    n_prompt = len(llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+                   .tokenize(LONG_PROMPT.encode(), special=True))
+    ttft_ratio = med["spec"][0] / med["plain"][0]
+    rss_delta = max(v[1] for v in runs["spec"]) - max(v[1] for v in runs["plain"])
+    benchmark.extra_info.update(prompt_tokens=n_prompt, ttft_plain_s=med["plain"][0],
+                                ttft_spec_s=med["spec"][0], ttft_ratio=ttft_ratio,
+                                peak_rss_delta_mib=rss_delta)
+    generation_rows.append(
+        f"time to first token, {n_prompt}-token prompt: plain {med['plain'][0]:.3f}s, "
+        f"spec {med['spec'][0]:.3f}s (x{ttft_ratio:.3f}); peak RSS plain "
+        f"{max(v[1] for v in runs['plain']):.0f} MiB, spec {max(v[1] for v in runs['spec']):.0f} MiB "
+        f"(delta {rss_delta:+.0f} MiB; one 151936-wide fp32 row is 0.58 MiB)")
