@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -102,7 +103,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "generate":
-        return _run(args.model, args.model_draft or "lookup", args)
+        for flag, path in (("-m", args.model), ("-md", args.model_draft)):
+            if path is not None and not os.path.isfile(path):
+                parser.error(f"{flag} {path}: no such file")
+        try:
+            return _run(args.model, args.model_draft or "lookup", args)
+        except (ValueError, RuntimeError) as exc:  # bad draft pair, context full, ...
+            print(f"pyspec: error: {exc}", file=sys.stderr)
+            return 1
     from .models import ensure_model
 
     target = str(ensure_model("qwen2.5-coder-1.5b"))

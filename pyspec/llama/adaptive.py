@@ -26,7 +26,7 @@ MAX_EXPLORE_INTERVAL = 256
 
 class DraftLengthController:
     def __init__(self, draft_min: int = 1, draft_max: int = 8, *, ema: float = 0.15,
-                 explore_every: int = 8, prior_acceptance: float = 0.75,
+                 explore_every: int = 16, prior_acceptance: float = 0.75,
                  fixed: bool = False):
         if not 0 <= draft_min <= draft_max:
             raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
