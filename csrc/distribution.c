@@ -8,6 +8,7 @@
  * streaming pass works on at most k candidates; with top-k off, a gather pass collects the
  * min-p survivors (every finite token when min-p is off too).
  */
+#include <float.h>
 #include <math.h>
 
 #include "internal.h"
@@ -122,21 +123,99 @@ static void finish_dist(int32_t *token, float *logit, float *w, int64_t n, int s
     dist->max_logit = max_logit;
 }
 
+/* Penalties on a candidate list: drops the raw values of penalised tokens (marked in
+ * `penalised`) and appends their penalised values; tokens whose logit is -inf stay out.
+ * Returns the new count. */
+static int64_t apply_penalties(const void *row, int32_t dtype, const pyspec_penalties *pen,
+                               const uint8_t *penalised, int32_t *token, float *logit, int64_t n) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (penalised[token[i]]) continue;
+        token[m] = token[i];
+        logit[m] = logit[i];
+        ++m;
+    }
+    for (int64_t j = 0; j < pen->n; ++j) {
+        float raw = pyspec_load_logit(row, dtype, pen->token[j]);
+        if (!(raw > -INFINITY)) continue;
+        float l = pyspec_penalise(raw, pen->count[j], pen);
+        if (l > FLT_MAX) l = FLT_MAX; /* a tiny repeat penalty must not make +inf */
+        token[m] = pen->token[j];
+        logit[m] = l;
+        ++m;
+    }
+    return m;
+}
+
+/* Index of the best candidate by rank (max logit, lowest id on ties). */
+static int64_t best_by_rank(const int32_t *token, const float *logit, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (ranks_before(logit[i], token[i], logit[best], token[best])) best = i;
+    return best;
+}
+
+/* The top-k-off gather when penalties are on: min-p survivors of the penalised row, and the
+ * penalised row's softmax normaliser (relative to max_logit) when asked. */
+static int64_t gather_penalised(const void *row, int64_t n_vocab, int32_t dtype, float threshold,
+                                float max_logit, const pyspec_penalties *pen,
+                                const uint8_t *penalised, int32_t *token, float *logit,
+                                double *exp_sum) {
+    int64_t n = 0;
+    double z = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        if (penalised[i]) continue;
+        float x = pyspec_load_logit(row, dtype, i);
+        if (!(x > -INFINITY)) continue;
+        if (exp_sum) z += expf(x - max_logit);
+        if (x >= threshold) {
+            token[n] = (int32_t)i;
+            logit[n] = x;
+            ++n;
+        }
+    }
+    int64_t first_pen = n;
+    n = apply_penalties(row, dtype, pen, penalised, token + first_pen, logit + first_pen, 0) + first_pen;
+    int64_t kept = first_pen;
+    for (int64_t i = first_pen; i < n; ++i) {
+        if (exp_sum) z += expf(logit[i] - max_logit);
+        if (logit[i] >= threshold) {
+            token[kept] = token[i];
+            logit[kept] = logit[i];
+            ++kept;
+        }
+    }
+    if (exp_sum) *exp_sum = z;
+    return kept;
+}
+
 pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
-                                const pyspec_sampling_params *p, pyspec_scratch *scratch,
-                                pyspec_row_dist *dist, pyspec_bad_logit *bad) {
+                                const pyspec_sampling_params *p, const pyspec_penalties *pen,
+                                pyspec_scratch *scratch, pyspec_row_dist *dist,
+                                pyspec_bad_logit *bad) {
     int32_t *token = scratch->token;
     float *logit = scratch->logit, *w = scratch->weight;
     int64_t n = 0;
     const int greedy = !(p->temperature > 0.0f);
     const int use_top_k = !greedy && p->top_k > 0 && p->top_k < n_vocab;
-    const int64_t k = use_top_k ? p->top_k : 1;
+    /* One extra candidate per penalised token: after their raw values are dropped, the
+     * k best of the others are still there. */
+    const int64_t n_pen = pen ? pen->n : 0;
+    int64_t k = (use_top_k ? p->top_k : 1) + n_pen;
+    if (k > n_vocab) k = n_vocab;
 
-    /* The one streaming pass: validates the row and keeps its k best (k = 1: the max). */
+    /* The one streaming pass: validates the row and keeps its k best raw logits. */
     pyspec_status st = pyspec_scan_top_k(row, n_vocab, dtype, k, token, logit, &n, bad);
     if (st != PYSPEC_OK) return st;
+    if (pen) {
+        for (int64_t j = 0; j < n_pen; ++j) scratch->penalised[pen->token[j]] = 1;
+        n = apply_penalties(row, dtype, pen, scratch->penalised, token, logit, n);
+    }
 
     if (greedy) {
+        int64_t b = best_by_rank(token, logit, n);
+        token[0] = token[b];
+        logit[0] = logit[b];
         w[0] = 1.0f;
         dist->token = token;
         dist->weight = w;
@@ -145,15 +224,23 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
         dist->max_logit = logit[0];
     } else if (use_top_k) {
         sort_by_rank(token, logit, NULL, n);
+        if (n > p->top_k) n = p->top_k;
         finish_dist(token, logit, w, n, 1, logit[0], 0.0, p, dist);
     } else { /* top-k off: gather the min-p survivors (a second pass) */
-        float max_logit = logit[0];
+        float max_logit = logit[best_by_rank(token, logit, n)];
         float threshold = p->min_p > 0.0f ? max_logit + logf(p->min_p) : -INFINITY;
         double row_exp_sum = 0.0;
-        n = pyspec_gather_at_least(row, n_vocab, dtype, threshold, max_logit, token, logit,
-                                   p->top_p < 1.0f ? &row_exp_sum : NULL);
+        double *want_sum = p->top_p < 1.0f ? &row_exp_sum : NULL;
+        if (pen)
+            n = gather_penalised(row, n_vocab, dtype, threshold, max_logit, pen,
+                                 scratch->penalised, token, logit, want_sum);
+        else
+            n = pyspec_gather_at_least(row, n_vocab, dtype, threshold, max_logit, token, logit,
+                                       want_sum);
         finish_dist(token, logit, w, n, 0, max_logit, row_exp_sum, p, dist);
     }
+    if (pen)
+        for (int64_t j = 0; j < n_pen; ++j) scratch->penalised[pen->token[j]] = 0;
     return PYSPEC_OK;
 }
 

@@ -53,6 +53,37 @@ pyspec_status pyspec_check_params(const pyspec_sampling_params *p, const char *w
     return PYSPEC_OK;
 }
 
+pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_vocab,
+                                     int64_t n_draft, const char *where, pyspec_error *err) {
+    if (!pyspec_penalties_on(p)) return PYSPEC_OK;
+    if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat))
+        return pyspec_fail(err, PYSPEC_ERR_PARAM, "%s.penalty_repeat must be finite and > 0, got %g",
+                           where, (double)p->penalty_repeat);
+    if (!isfinite(p->penalty_freq) || !isfinite(p->penalty_present))
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s.penalty_freq and penalty_present must be finite, got %g and %g",
+                           where, (double)p->penalty_freq, (double)p->penalty_present);
+    if (p->n_penalty_history < 0)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_penalty_history must be >= 0, got %lld",
+                           where, (long long)p->n_penalty_history);
+    if (p->n_penalty_history > 0 && !p->penalty_history)
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.penalty_history is NULL but n_penalty_history is %lld",
+                           where, (long long)p->n_penalty_history);
+    int64_t window = p->penalty_last_n < 0 ? p->n_penalty_history + n_draft : p->penalty_last_n;
+    if (window > PYSPEC_MAX_PENALTY_WINDOW)
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s: the penalty window holds %lld tokens; at most %d are supported",
+                           where, (long long)window, PYSPEC_MAX_PENALTY_WINDOW);
+    int64_t used = p->penalty_last_n < 0 || p->penalty_last_n > p->n_penalty_history
+                       ? p->n_penalty_history : p->penalty_last_n;
+    for (int64_t j = p->n_penalty_history - used; j < p->n_penalty_history; ++j)
+        if (p->penalty_history[j] < 0 || p->penalty_history[j] >= n_vocab)
+            return pyspec_fail(err, PYSPEC_ERR_TOKEN,
+                               "%s.penalty_history[%lld] = %d is outside [0, n_vocab = %lld)",
+                               where, (long long)j, p->penalty_history[j], (long long)n_vocab);
+    return PYSPEC_OK;
+}
+
 pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t row,
                                  const pyspec_bad_logit *bad) {
     if (bad->index < 0)

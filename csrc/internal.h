@@ -13,11 +13,22 @@
 /* Scratch of one worker thread: room for one candidate per vocabulary entry, so no row,
  * whatever its parameters, ever needs an allocation. */
 typedef struct pyspec_scratch {
-    int32_t *token;
+    int32_t *token;   /* candidates: max_vocab + 2 * PYSPEC_MAX_PENALTY_WINDOW slots */
     float   *logit;
     float   *weight;
     float   *draft_q; /* all zeros between uses: sparse draft rows are scattered here */
+    uint8_t *penalised; /* all zeros between uses: marks the penalised tokens of a row */
+    int32_t *window;  /* PYSPEC_MAX_PENALTY_WINDOW: a row's penalty window, then counts */
+    int32_t *window_count;
 } pyspec_scratch;
+
+/* The distinct tokens of a penalty window with their counts, and the penalty values. */
+typedef struct pyspec_penalties {
+    const int32_t *token;
+    const int32_t *count;
+    int64_t        n;
+    float          repeat, freq, present;
+} pyspec_penalties;
 
 struct pyspec_verifier {
     int64_t         max_vocab;
@@ -66,10 +77,26 @@ double pyspec_row_exp_sum(const void *row, int64_t n_vocab, int32_t dtype, float
 
 /* ---- distribution.c: transforms and draws -------------------------------------------- */
 
-/* Builds the transformed distribution of one row. Returns PYSPEC_OK or PYSPEC_ERR_LOGITS. */
+/* Builds the transformed distribution of one row (penalties: NULL or the row's window).
+ * Returns PYSPEC_OK or PYSPEC_ERR_LOGITS. */
 pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
-                                const pyspec_sampling_params *params, pyspec_scratch *scratch,
+                                const pyspec_sampling_params *params,
+                                const pyspec_penalties *penalties, pyspec_scratch *scratch,
                                 pyspec_row_dist *dist, pyspec_bad_logit *bad);
+
+/* ---- penalties.c -------------------------------------------------------------------- */
+
+/* Whether params turn penalties on. */
+int pyspec_penalties_on(const pyspec_sampling_params *p);
+
+/* The window of verify row `row` (the last penalty_last_n tokens of the history followed by
+ * drafts[0..row)), counted into scratch; returns NULL when penalties are off. */
+const pyspec_penalties *pyspec_row_penalties(const pyspec_sampling_params *p,
+                                             const int32_t *drafts, int64_t row,
+                                             pyspec_scratch *scratch, pyspec_penalties *out);
+
+/* The penalised value of a logit of a token seen `count` times (llama.cpp's rule). */
+float pyspec_penalise(float logit, int32_t count, const pyspec_penalties *pen);
 
 /* Inverse-CDF draw from a distribution with the uniform u in [0, 1). */
 int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u);
@@ -89,6 +116,10 @@ pyspec_status pyspec_fail(pyspec_error *err, pyspec_status status, const char *f
 /* Checks sampling parameters; `where` prefixes the message ("seqs[2].params"). */
 pyspec_status pyspec_check_params(const pyspec_sampling_params *params, const char *where,
                                   pyspec_error *err);
+
+/* Checks the penalty fields against the vocabulary and the window limit. */
+pyspec_status pyspec_check_penalties(const pyspec_sampling_params *params, int64_t n_vocab,
+                                     int64_t n_draft, const char *where, pyspec_error *err);
 
 /* Describes a bad logit for an error message. */
 pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t row,

@@ -77,19 +77,34 @@ typedef enum pyspec_purpose {
 } pyspec_purpose;
 
 /* Sampling transforms, applied in llama.cpp's chain order as llama-cpp-python builds it:
- * top-k, top-p, min-p (all on the untempered logits), temperature, then the draw.
- *   temperature <= 0 : greedy (argmax; ties go to the lowest token id)
+ * repetition penalties, then top-k, top-p, min-p (on the untempered, penalised logits),
+ * temperature, then the draw.
+ *   temperature <= 0 : greedy (argmax of the penalised logits; ties to the lowest id)
  *   top_k <= 0       : top-k off
  *   top_p == 1       : top-p off; must lie in (0, 1]
  *   min_p <= 0       : min-p off; must be <= 1
- * Tokens with logit -inf are never sampled. */
+ * Penalties (llama.cpp's `penalties` sampler): every token that occurs c > 0 times in the
+ * window gets logit <= 0 ? logit * penalty_repeat : logit / penalty_repeat, then
+ * - c * penalty_freq - penalty_present. The window is the last penalty_last_n tokens of
+ * penalty_history (for verify row i: of penalty_history followed by draft_tokens[0..i)).
+ * Off when penalty_last_n == 0 or (repeat, freq, present) == (1, 0, 0); penalty_last_n < 0
+ * means the whole history. Windows hold at most PYSPEC_MAX_PENALTY_WINDOW tokens.
+ * A zero-initialised struct has penalties off. Tokens with logit -inf are never sampled. */
 typedef struct pyspec_sampling_params {
-    float    temperature;
-    int32_t  top_k;
-    float    top_p;
-    float    min_p;
-    uint64_t seed;
+    float          temperature;
+    int32_t        top_k;
+    float          top_p;
+    float          min_p;
+    uint64_t       seed;
+    int32_t        penalty_last_n;
+    float          penalty_repeat;   /* > 0 */
+    float          penalty_freq;
+    float          penalty_present;
+    const int32_t *penalty_history;  /* tokens generated so far (the sampler's accepted ones) */
+    int64_t        n_penalty_history;
 } pyspec_sampling_params;
+
+typedef enum pyspec_limits { PYSPEC_MAX_PENALTY_WINDOW = 8192 } pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */
 typedef struct pyspec_error {

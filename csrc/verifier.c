@@ -37,6 +37,9 @@ void pyspec_verifier_free(pyspec_verifier *v) {
             free(v->scratch[t].logit);
             free(v->scratch[t].weight);
             free(v->scratch[t].draft_q);
+            free(v->scratch[t].penalised);
+            free(v->scratch[t].window);
+            free(v->scratch[t].window_count);
         }
         free(v->scratch);
     }
@@ -60,12 +63,19 @@ pyspec_status pyspec_verifier_create(int64_t max_vocab, int32_t max_threads,
     v->scratch = calloc((size_t)max_threads, sizeof *v->scratch);
     int ok = v->scratch != NULL;
     for (int32_t t = 0; ok && t < max_threads; ++t) {
-        v->scratch[t].token = malloc((size_t)max_vocab * sizeof(int32_t));
-        v->scratch[t].logit = malloc((size_t)max_vocab * sizeof(float));
-        v->scratch[t].weight = malloc((size_t)max_vocab * sizeof(float));
-        v->scratch[t].draft_q = calloc((size_t)max_vocab, sizeof(float));
-        ok = v->scratch[t].token && v->scratch[t].logit && v->scratch[t].weight &&
-             v->scratch[t].draft_q;
+        /* Candidates: the whole vocabulary, plus each penalised token twice (its raw value
+         * and its penalised one may both be among the candidates for a moment). */
+        const size_t slots = (size_t)max_vocab + 2 * PYSPEC_MAX_PENALTY_WINDOW;
+        pyspec_scratch *s = &v->scratch[t];
+        s->token = malloc(slots * sizeof(int32_t));
+        s->logit = malloc(slots * sizeof(float));
+        s->weight = malloc(slots * sizeof(float));
+        s->draft_q = calloc((size_t)max_vocab, sizeof(float));
+        s->penalised = calloc((size_t)max_vocab, 1);
+        s->window = malloc(PYSPEC_MAX_PENALTY_WINDOW * sizeof(int32_t));
+        s->window_count = malloc(PYSPEC_MAX_PENALTY_WINDOW * sizeof(int32_t));
+        ok = s->token && s->logit && s->weight && s->draft_q && s->penalised && s->window &&
+             s->window_count;
     }
     if (!ok) {
         pyspec_verifier_free(v);

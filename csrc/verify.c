@@ -48,8 +48,10 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
     const int64_t pos = seq->position + i;
     pyspec_row_dist dist;
     pyspec_bad_logit bad;
+    pyspec_penalties pen_storage;
+    const pyspec_penalties *pen = pyspec_row_penalties(p, seq->draft_tokens, i, scratch, &pen_storage);
 
-    pyspec_status st = pyspec_build_dist(row, n_vocab, dtype, p, scratch, &dist, &bad);
+    pyspec_status st = pyspec_build_dist(row, n_vocab, dtype, p, pen, scratch, &dist, &bad);
     if (st != PYSPEC_OK) return pyspec_fail_logits(err, "target_logits", i, &bad);
 
     int32_t token;
@@ -111,7 +113,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
             if (residual > 0.0) {
                 dist.total = residual;
             } else { /* p <= q on the whole support means p == q up to rounding */
-                pyspec_build_dist(row, n_vocab, dtype, p, scratch, &dist, &bad);
+                pyspec_build_dist(row, n_vocab, dtype, p, pen, scratch, &dist, &bad);
             }
             token = pyspec_dist_draw(&dist, u_res);
             *stops = 1;
@@ -146,6 +148,8 @@ static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64
     char pwhere[80];
     snprintf(pwhere, sizeof pwhere, "%s.params", where);
     pyspec_status st = pyspec_check_params(&s->params, pwhere, err);
+    if (st != PYSPEC_OK) return st;
+    st = pyspec_check_penalties(&s->params, n_vocab, s->n_draft, pwhere, err);
     if (st != PYSPEC_OK) return st;
     if (s->n_draft > 0 && !s->draft_tokens)
         return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_tokens is NULL but n_draft is %lld",
@@ -270,7 +274,9 @@ static pyspec_status check_single_row(pyspec_verifier *v, const void *logits, in
     if (st != PYSPEC_OK) return st;
     if (!logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "logits is NULL");
     if (!out) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", out_name);
-    return pyspec_check_params(params, "params", err);
+    st = pyspec_check_params(params, "params", err);
+    if (st != PYSPEC_OK) return st;
+    return pyspec_check_penalties(params, n_vocab, 0, "params", err);
 }
 
 pyspec_status pyspec_sample(pyspec_verifier *v, const void *logits, int64_t n_vocab,
@@ -283,7 +289,9 @@ pyspec_status pyspec_sample(pyspec_verifier *v, const void *logits, int64_t n_vo
         return pyspec_fail(err, PYSPEC_ERR_SHAPE, "position must be >= 0, got %lld", (long long)position);
     pyspec_row_dist dist;
     pyspec_bad_logit bad;
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    pyspec_penalties pen_storage;
+    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
     if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
     int32_t token = pyspec_dist_draw(&dist, pyspec_uniform_keyed(params->seed, position, PYSPEC_PURPOSE_SAMPLE));
     *out_token = token;
@@ -298,7 +306,9 @@ pyspec_status pyspec_distribution(pyspec_verifier *v, const void *logits, int64_
     if (st != PYSPEC_OK) return st;
     pyspec_row_dist dist;
     pyspec_bad_logit bad;
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    pyspec_penalties pen_storage;
+    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
     if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
     for (int64_t t = 0; t < n_vocab; ++t) out_probs[t] = 0.0f;
     for (int64_t j = 0; j < dist.n; ++j)
@@ -316,7 +326,9 @@ pyspec_status pyspec_distribution_sparse(pyspec_verifier *v, const void *logits,
         return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", out_tokens ? "out_probs" : "out_tokens");
     pyspec_row_dist dist;
     pyspec_bad_logit bad;
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, &v->scratch[0], &dist, &bad);
+    pyspec_penalties pen_storage;
+    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
+    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
     if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
     if (dist.n > capacity)
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY,

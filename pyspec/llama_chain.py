@@ -39,6 +39,10 @@ class LlamaCppChain:
         self._chain = llama_cpp.llama_sampler_chain_init(
             llama_cpp.llama_sampler_chain_default_params())
         add = lambda s: llama_cpp.llama_sampler_chain_add(self._chain, s)  # noqa: E731
+        # llama-cpp-python always adds the penalties sampler first (a no-op at 1, 0, 0).
+        add(llama_cpp.llama_sampler_init_penalties(n_vocab, params.penalty_last_n, params.repeat_penalty,
+                                                   params.frequency_penalty,
+                                                   params.presence_penalty))
         if params.greedy:
             add(llama_cpp.llama_sampler_init_greedy())
         else:
@@ -60,6 +64,13 @@ class LlamaCppChain:
         if chain is not None:
             llama_cpp.llama_sampler_free(chain)
             self._chain = None
+
+    def set_history(self, tokens) -> None:
+        """Resets the chain and accepts `tokens`, as the sampler would have while generating
+        them (the penalties sampler keeps the last penalty_last_n)."""
+        llama_cpp.llama_sampler_reset(self._chain)
+        for tok in tokens:
+            llama_cpp.llama_sampler_accept(self._chain, int(tok))
 
     def _apply(self, logits: np.ndarray) -> None:
         # What llama_sampler_sample does before the chain: one token_data entry per token.

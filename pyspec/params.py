@@ -31,6 +31,14 @@ class SamplingParams:
     seed : int
         Key of every random draw, in ``[0, 2**64)``. A draw depends only on
         (seed, absolute position, purpose).
+    repeat_penalty, frequency_penalty, presence_penalty : float
+        llama.cpp's penalties, applied first: a token seen c > 0 times in the last
+        ``penalty_last_n`` tokens of the history (``penalty_history=`` of each call, then the
+        row's preceding drafts) gets ``logit * repeat`` if ``logit <= 0`` else
+        ``logit / repeat``, minus ``c * frequency + presence``. Off at (1, 0, 0).
+    penalty_last_n : int
+        Window length (llama-cpp-python's ``last_n_tokens_size``, 64); 0 turns penalties
+        off, -1 uses the whole history.
     """
 
     temperature: float = 0.8
@@ -38,13 +46,18 @@ class SamplingParams:
     top_p: float = 0.95
     min_p: float = 0.05
     seed: int = 0
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    penalty_last_n: int = 64
 
     def __post_init__(self):
         def bad(name, why):
             raise PyspecError(f"SamplingParams.{name} {why}, got {getattr(self, name)!r}",
                               _PARAM_STATUS)
 
-        for name in ("temperature", "top_p", "min_p"):
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty", "frequency_penalty",
+                     "presence_penalty"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 bad(name, "must be a number")
@@ -60,20 +73,41 @@ class SamplingParams:
             bad("min_p", "must be <= 1 (<= 0 turns min-p off)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             bad("seed", "must be an int in [0, 2**64)")
+        if not (math.isfinite(self.repeat_penalty) and self.repeat_penalty > 0):
+            bad("repeat_penalty", "must be finite and > 0 (1 turns it off)")
+        for name in ("frequency_penalty", "presence_penalty"):
+            if not math.isfinite(getattr(self, name)):
+                bad(name, "must be finite (0 turns it off)")
+        if (isinstance(self.penalty_last_n, bool) or not isinstance(self.penalty_last_n, int)
+                or not -1 <= self.penalty_last_n <= 8192):
+            bad("penalty_last_n", "must be an int in [-1, 8192] (0: off, -1: whole history)")
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    @property
+    def penalties_on(self) -> bool:
+        return self.penalty_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
+                                             or self.presence_penalty != 0.0)
 
     @classmethod
     def greedy_params(cls, seed: int = 0) -> "SamplingParams":
         """Greedy decoding (the transforms do not matter for an argmax)."""
         return cls(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
 
-    def fill(self, c_params) -> None:
-        """Writes these parameters into a ``pyspec_sampling_params`` cdata."""
+    def fill(self, c_params, history=None, n_history: int = 0) -> None:
+        """Writes these parameters into a ``pyspec_sampling_params`` cdata; ``history`` is an
+        int32 cdata array of the penalty history (kept alive by the caller)."""
         c_params.temperature = self.temperature
         c_params.top_k = self.top_k
         c_params.top_p = self.top_p
         c_params.min_p = self.min_p
         c_params.seed = self.seed
+        c_params.penalty_last_n = self.penalty_last_n
+        c_params.penalty_repeat = self.repeat_penalty
+        c_params.penalty_freq = self.frequency_penalty
+        c_params.penalty_present = self.presence_penalty
+        if history is not None and n_history:
+            c_params.penalty_history = history
+            c_params.n_penalty_history = n_history

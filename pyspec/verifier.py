@@ -96,9 +96,22 @@ class VerifyRequest:
     draft_probs: DraftProbs = None
     params: SamplingParams = field(default_factory=SamplingParams)
     position: int = 0
+    penalty_history: Optional[Sequence[int]] = None
 
 
 _VOID_P = ffi.typeof("void *")
+_NO_HISTORY = (None, 0, None)
+
+
+def _penalty_history(params: SamplingParams, history, n_vocab: int):
+    """(int32 cdata, length, owner) of the tokens the penalties look back on; only the last
+    ``penalty_last_n`` are passed (all when it is -1)."""
+    if history is None or not params.penalties_on:
+        return _NO_HISTORY
+    if params.penalty_last_n > 0:
+        history = history[-params.penalty_last_n:]
+    n, c_tokens, owner = _c_token_ids(history, "penalty_history", n_vocab)
+    return (c_tokens, n, owner) if n else _NO_HISTORY
 _INT32_P = ffi.typeof("int32_t *")
 _FLOAT_P = ffi.typeof("float *")
 
@@ -130,7 +143,8 @@ class _Call:
         self.want_logprobs = want_logprobs
 
     def add(self, i: int, logits_ptr, row_stride: int, n_vocab: int, draft_tokens,
-            draft_probs: DraftProbs, params: SamplingParams, position: int):
+            draft_probs: DraftProbs, params: SamplingParams, position: int,
+            penalty_history=None):
         if type(params) is not SamplingParams and not isinstance(params, SamplingParams):
             raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
         if type(position) is not int and (isinstance(position, bool) or not isinstance(position, (int, np.integer))):
@@ -144,7 +158,9 @@ class _Call:
         seq.draft_tokens = c_tokens if n_draft else ffi.NULL
         seq.n_draft = n_draft
         seq.position = int(position)
-        params.fill(seq.params)
+        hist = _penalty_history(params, penalty_history, n_vocab)
+        params.fill(seq.params, *hist[:2])
+        self.keep.append(hist)
         seq.draft_probs = self._draft_probs(draft_probs, n_draft, n_vocab) if draft_probs is not None else ffi.NULL
         out_tokens = ffi.new("int32_t[]", n_draft + 1)
         out_n = ffi.new("int64_t *")
@@ -214,7 +230,8 @@ class _Call:
 
 def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
            params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
-           logprobs: bool = False, n_threads: Optional[int] = None) -> VerifyResult:
+           logprobs: bool = False, n_threads: Optional[int] = None,
+           penalty_history=None) -> VerifyResult:
     """Verifies the drafts of one sequence against the target's logits, in one fused pass.
 
     Parameters
@@ -241,6 +258,9 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
         (one extra pass per emitted row).
     n_threads : int, optional
         Worker threads (default ``default_threads()``). The result never depends on it.
+    penalty_history : sequence of int, optional
+        Tokens generated before row 0 (what llama.cpp's penalties sampler has accepted),
+        when ``params`` has penalties on; row i's window also holds drafts ``0..i-1``.
 
     Returns
     -------
@@ -259,7 +279,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
     call = _Call(1, logprobs)
     call.add(0, ffi.cast(_VOID_P, _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
-             draft_probs, params, position)
+             draft_probs, params, position, penalty_history)
     call.keep.append(arr)
     return call.run(1, arr.shape[1], dtype, n_threads)[0]
 
@@ -285,8 +305,8 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
                 f"requests[{i}].target_logits is [{arr.shape[1]}] {arr.dtype}; every request "
                 f"must share requests[0]'s vocabulary ({n_vocab}) and dtype")
         call.keep.append(arr)
-        call.add(i, ffi.cast("void *", _arrays.address(arr)), stride, n_vocab, req.draft_tokens,
-                 req.draft_probs, req.params, req.position)
+        call.add(i, ffi.cast(_VOID_P, _arrays.address(arr)), stride, n_vocab, req.draft_tokens,
+                 req.draft_probs, req.params, req.position, req.penalty_history)
     return call.run(len(requests), n_vocab, dtype, n_threads)
 
 
@@ -294,7 +314,7 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
                         draft_probs: DraftProbs = None, params: SamplingParams = DEFAULT_PARAMS,
                         position: int = 0, *, row_stride: Optional[int] = None,
                         dtype: str = "float32", logprobs: bool = False,
-                        n_threads: Optional[int] = None) -> VerifyResult:
+                        n_threads: Optional[int] = None, penalty_history=None) -> VerifyResult:
     """``verify`` on logits given as a raw host address (llama.cpp's logits buffer).
 
     ``logits_address`` points at row 0 of ``len(draft_tokens) + 1`` rows of ``n_vocab``
@@ -310,8 +330,8 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
         raise _arrays.shape_error(f"n_vocab must be an int >= 1, got {n_vocab!r}")
     stride = n_vocab if row_stride is None else int(row_stride)
     call = _Call(1, logprobs)
-    call.add(0, ffi.cast("void *", logits_address), stride, n_vocab, draft_tokens, draft_probs,
-             params, position)
+    call.add(0, ffi.cast(_VOID_P, logits_address), stride, n_vocab, draft_tokens, draft_probs,
+             params, position, penalty_history)
     return call.run(1, n_vocab, code, n_threads)[0]
 
 
@@ -325,28 +345,32 @@ class LogitsPointer:
     dtype: str = "float32"
 
 
-def _single_row(logits, params):
+def _single_row(logits, params, penalty_history=None):
     """(void pointer, n_vocab, dtype code, keep-alive, c params) for one row."""
     if not isinstance(params, SamplingParams):
         raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
     c_params = ffi.new("pyspec_sampling_params *")
-    params.fill(c_params)
     if isinstance(logits, LogitsPointer):
         code = _arrays.DTYPE_NAMES.get(str(logits.dtype))
         if code is None:
             raise PyspecError(f"dtype must be one of {sorted(_arrays.DTYPE_NAMES)}, got {logits.dtype!r}", 7)
         if not logits.address:
             raise PyspecError("LogitsPointer.address is null", 1)
-        return ffi.cast(_VOID_P, logits.address), int(logits.n_vocab), code, None, c_params
-    arr, dtype, _ = _arrays.logits_rows(logits, "logits", 1)
-    return ffi.cast(_VOID_P, _arrays.address(arr)), arr.shape[1], dtype, arr, c_params
+        ptr, n_vocab, keep = ffi.cast(_VOID_P, logits.address), int(logits.n_vocab), None
+    else:
+        arr, code, _ = _arrays.logits_rows(logits, "logits", 1)
+        ptr, n_vocab, keep = ffi.cast(_VOID_P, _arrays.address(arr)), arr.shape[1], arr
+    hist = _penalty_history(params, penalty_history, n_vocab)
+    params.fill(c_params, *hist[:2])
+    return ptr, n_vocab, code, (keep, hist), c_params
 
 
-def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0) -> int:
+def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
+           penalty_history=None) -> int:
     """Draws one token from one row of logits (``[n_vocab]`` float32/float16, or a
     ``LogitsPointer``) at absolute ``position``. A point-mass ``verify`` emits exactly this
     token at that position."""
-    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params, penalty_history)
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
         raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
     out = ffi.new("int32_t *")
@@ -357,10 +381,11 @@ def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0) -
     return int(out[0])
 
 
-def distribution(logits, params: SamplingParams = DEFAULT_PARAMS) -> np.ndarray:
-    """The distribution ``sample`` draws from (after top-k, top-p, min-p and temperature),
-    as a dense float32 ``[n_vocab]`` array."""
-    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
+def distribution(logits, params: SamplingParams = DEFAULT_PARAMS, *,
+                 penalty_history=None) -> np.ndarray:
+    """The distribution ``sample`` draws from (after penalties, top-k, top-p, min-p and
+    temperature), as a dense float32 ``[n_vocab]`` array."""
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params, penalty_history)
     out = np.empty(n_vocab, dtype=np.float32)
     err = _VERIFIERS.err
     verifier = _VERIFIERS.get(n_vocab, 1)
@@ -369,11 +394,12 @@ def distribution(logits, params: SamplingParams = DEFAULT_PARAMS) -> np.ndarray:
     return out
 
 
-def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS):
+def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *,
+                        penalty_history=None):
     """The same distribution as ``(tokens int32, probs float32)`` over its kept set only,
     most likely first when top-k is on. What a drafter passes as ``SparseDraftProbs`` rows;
     no vocabulary-wide output is written."""
-    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params)
+    ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params, penalty_history)
     # The kept set can never exceed what the transforms allow.
     if params.greedy:
         capacity = 1

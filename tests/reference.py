@@ -5,10 +5,27 @@ import numpy as np
 from scipy import stats
 
 
-def reference_distribution(logits, params) -> np.ndarray:
-    """llama.cpp's chain (top-k, top-p over the top-k survivors, min-p, temperature) in
-    numpy, float64, dense. Comparisons that llama.cpp makes in float stay in float32."""
-    l32 = np.asarray(logits, dtype=np.float32)
+def apply_penalties(logits, params, history) -> np.ndarray:
+    """llama.cpp's penalties sampler in numpy (float32 arithmetic, as llama.cpp)."""
+    l32 = np.array(logits, dtype=np.float32)
+    if not getattr(params, "penalties_on", False) or history is None:
+        return l32
+    window = list(history) if params.penalty_last_n < 0 else list(history)[-params.penalty_last_n:]
+    for tok, count in zip(*np.unique(np.asarray(window, dtype=np.int64), return_counts=True)):
+        x = l32[tok]
+        if not np.isfinite(x):
+            continue
+        x = x * np.float32(params.repeat_penalty) if x <= 0 else x / np.float32(params.repeat_penalty)
+        l32[tok] = np.float32(x) - np.float32(count) * np.float32(params.frequency_penalty) \
+            - np.float32(params.presence_penalty)
+    return l32
+
+
+def reference_distribution(logits, params, history=None) -> np.ndarray:
+    """llama.cpp's chain (penalties, top-k, top-p over the top-k survivors, min-p,
+    temperature) in numpy, float64, dense. Comparisons that llama.cpp makes in float stay
+    in float32."""
+    l32 = apply_penalties(logits, params, history)
     n_vocab = l32.size
     out = np.zeros(n_vocab, dtype=np.float64)
     finite = np.isfinite(l32)

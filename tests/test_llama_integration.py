@@ -210,11 +210,18 @@ def test_switching_an_existing_llama(qwen_path, plain):
 
 def test_unsupported_features_fall_back_and_say_so(spec_lookup, caplog):
     with caplog.at_level(logging.WARNING, logger="pyspec"):
-        out = spec_lookup.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.0,
-                                            repeat_penalty=1.3)
+        out = spec_lookup.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.7,
+                                            typical_p=0.9)
     assert out["usage"]["completion_tokens"] > 0
-    assert spec_lookup.speculation.last.fallback_reason.startswith("repetition")
-    assert any("penalties" in r.message for r in caplog.records)
+    assert spec_lookup.speculation.last.fallback_reason == "typical-p sampling"
+    assert any("typical-p" in r.message for r in caplog.records)
+
+
+def test_repetition_penalties_are_verified_not_dropped(plain, spec_lookup):
+    pen = dict(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.1)
+    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT, n=64, **pen)
+    stats = spec_lookup.speculation.last
+    assert not stats.fallback_reason and stats.emitted > 10
 
 
 def test_incompatible_draft_vocabulary_is_refused(qwen_path, gemma_path):

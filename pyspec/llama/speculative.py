@@ -4,7 +4,7 @@
 consume ``Llama.generate``; replacing that one generator gives every one of them
 speculative decoding with stop strings, ``max_tokens``, ``seed`` and the sampling
 parameters untouched. Requests that use something the verifier cannot honour yet (grammar,
-logits processors, mirostat, typical-p, repetition penalties) run llama-cpp-python's plain
+logits processors, mirostat, typical-p) run llama-cpp-python's plain
 loop instead, and the log says so once per reason: the distribution is never silently
 changed.
 """
@@ -29,20 +29,25 @@ from .stats import SpeculationStats
 log = logging.getLogger("pyspec")
 
 
-def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int) -> SamplingParams:
-    """llama-cpp-python's sampling arguments as pyspec SamplingParams (same chain)."""
+def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int, *,
+                        repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
+                        presence_penalty: float = 0.0, penalty_last_n: int = 64) -> SamplingParams:
+    """llama-cpp-python's sampling arguments as pyspec SamplingParams (same chain:
+    penalties first, then greedy, or top-k, top-p, min-p, temperature)."""
     seed %= 2**64
+    penalties = dict(repeat_penalty=float(repeat_penalty), frequency_penalty=float(frequency_penalty),
+                     presence_penalty=float(presence_penalty),
+                     penalty_last_n=max(0, min(int(penalty_last_n), 8192)))
     if temp == 0.0:
-        return SamplingParams.greedy_params(seed)
+        return SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties)
     if temp < 0.0:  # llama-cpp-python: a draw from the raw softmax, no transforms
-        return SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+        return SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties)
     return SamplingParams(temperature=float(temp), top_k=int(top_k),
                           top_p=min(max(float(top_p), 1e-9), 1.0),  # p <= 0 keeps the top one
-                          min_p=min(float(min_p), 1.0), seed=seed)
+                          min_p=min(float(min_p), 1.0), seed=seed, **penalties)
 
 
-def unsupported_reason(*, typical_p=1.0, repeat_penalty=1.0, frequency_penalty=0.0,
-                       presence_penalty=0.0, mirostat_mode=0, logits_processor=None,
+def unsupported_reason(*, typical_p=1.0, mirostat_mode=0, logits_processor=None,
                        grammar=None) -> str:
     """Why a request cannot be verified exactly yet ('' when it can)."""
     if grammar is not None:
@@ -53,8 +58,6 @@ def unsupported_reason(*, typical_p=1.0, repeat_penalty=1.0, frequency_penalty=0
         return f"mirostat (mode {mirostat_mode})"
     if typical_p < 1.0:
         return "typical-p sampling"
-    if repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0:
-        return "repetition/frequency/presence penalties"
     return ""
 
 
@@ -198,6 +201,7 @@ class Speculation:
             t0 = time.perf_counter()
             pending = int(verify_from_pointer(addr, n_vocab, [], params=params,
                                               position=position).tokens[0])
+            n_prompt = len(tokens)
             stats.verify_seconds += time.perf_counter() - t0
             context = list(tokens)
             rows = [addr]
@@ -227,8 +231,11 @@ class Speculation:
                 n_before = llama.n_tokens
                 addr = self._decode([last] + drafts, len(drafts) + 1)
                 t1 = time.perf_counter()
+                # The penalties look back on what this call generated (llama.cpp's sampler
+                # accepts each sampled token; the prompt is not in its window).
+                history = context[n_prompt:] if params.penalties_on else None
                 result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
-                                             position=len(context))
+                                             position=len(context), penalty_history=history)
                 t2 = time.perf_counter()
                 keep = n_before + 1 + result.n_accepted
                 if keep < llama.n_tokens:  # drop the rejected drafts' KV cells
@@ -270,15 +277,16 @@ def _speculative_generate(self, tokens, **kwargs):
     args = dict(_GENERATE_DEFAULTS)
     args.update(kwargs)
     reason = unsupported_reason(
-        typical_p=args["typical_p"], repeat_penalty=args["repeat_penalty"],
-        frequency_penalty=args["frequency_penalty"], presence_penalty=args["presence_penalty"],
-        mirostat_mode=args["mirostat_mode"], logits_processor=args["logits_processor"],
-        grammar=args["grammar"])
+        typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"],
+        logits_processor=args["logits_processor"], grammar=args["grammar"])
     if reason:
         spec.fallback(reason)
         return llama_cpp.Llama.generate(self, tokens, **kwargs)
     params = sampling_params_for(args["temp"], args["top_k"], args["top_p"], args["min_p"],
-                                 self._seed)
+                                 self._seed, repeat_penalty=args["repeat_penalty"],
+                                 frequency_penalty=args["frequency_penalty"],
+                                 presence_penalty=args["presence_penalty"],
+                                 penalty_last_n=self.last_n_tokens_size)
     return spec.generate(tokens, params, args["stopping_criteria"])
 
 
