@@ -45,17 +45,24 @@ PYSPEC_HD void pyspec_philox_block(const uint32_t ctr_in[4], const uint32_t key_
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-/* The uniform in [0, 1) with 53 random bits for one (seed, position, purpose).
- * Counter = (position low, position high, purpose, 0), key = (seed low, seed high): the
- * draw depends on nothing else, so no call order, batch or thread count can change it. */
-PYSPEC_HD double pyspec_uniform_keyed(uint64_t seed, int64_t position, int32_t purpose) {
+/* The uniform in [0, 1) with 53 random bits for one (seed, position, purpose, stream).
+ * Counter = (position low, position high, purpose, stream), key = (seed low, seed high):
+ * the draw depends on nothing else, so no call order, batch or thread count can change it.
+ * The verifier always uses stream 0; a drafter that may draft the same position in several
+ * rounds gives each round its own stream, so no round's draw is ever reused. */
+PYSPEC_HD double pyspec_uniform_stream(uint64_t seed, int64_t position, int32_t purpose,
+                                       uint32_t stream) {
     uint64_t pos = (uint64_t)position;
-    uint32_t ctr[4] = { (uint32_t)pos, (uint32_t)(pos >> 32), (uint32_t)purpose, 0u };
+    uint32_t ctr[4] = { (uint32_t)pos, (uint32_t)(pos >> 32), (uint32_t)purpose, stream };
     uint32_t key[2] = { (uint32_t)seed, (uint32_t)(seed >> 32) };
     uint32_t out[4];
     pyspec_philox_block(ctr, key, out);
     uint64_t bits = ((uint64_t)(out[0] >> 5) << 26) | (uint64_t)(out[1] >> 6);
     return (double)bits * (1.0 / 9007199254740992.0); /* 2^-53 */
+}
+
+PYSPEC_HD double pyspec_uniform_keyed(uint64_t seed, int64_t position, int32_t purpose) {
+    return pyspec_uniform_stream(seed, position, purpose, 0u);
 }
 
 #endif /* PYSPEC_PHILOX_H */

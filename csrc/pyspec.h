@@ -222,6 +222,12 @@ PYSPEC_API pyspec_status pyspec_distribution_sparse(pyspec_verifier *verifier, c
 /* The uniform in [0, 1) (53 bits) drawn for (seed, position, purpose). */
 PYSPEC_API double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose);
 
+/* The same with a stream number (Philox's fourth counter word; the verifier uses 0). A
+ * drafter that drafts a position again in a later round uses a new stream for it, so its
+ * draws never depend on an earlier round's. */
+PYSPEC_API double pyspec_uniform_stream_at(uint64_t seed, int64_t position, int32_t purpose,
+                                           uint32_t stream);
+
 /* Philox4x32-10 on one block, for known-answer tests and for other engines that want the
  * same streams. */
 PYSPEC_API void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],

@@ -346,6 +346,10 @@ double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose) {
     return pyspec_uniform_keyed(seed, position, purpose);
 }
 
+double pyspec_uniform_stream_at(uint64_t seed, int64_t position, int32_t purpose, uint32_t stream) {
+    return pyspec_uniform_stream(seed, position, purpose, stream);
+}
+
 void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
     if (!counter || !key || !out) return;
     pyspec_philox_block(counter, key, out);

@@ -15,8 +15,12 @@ class Purpose(enum.IntEnum):
     DRAFT = 4
 
 
-def uniform(seed: int, position: int, purpose: Purpose) -> float:
-    """The uniform in [0, 1) (53 bits) that pyspec draws for (seed, position, purpose)."""
+def uniform(seed: int, position: int, purpose: Purpose, stream: int = 0) -> float:
+    """The uniform in [0, 1) (53 bits) that pyspec draws for (seed, position, purpose);
+    ``stream`` (Philox's fourth counter word, 0 for the verifier's draws) separates the
+    rounds of a drafter that drafts the same position more than once."""
+    if stream:
+        return float(lib.pyspec_uniform_stream_at(seed, position, int(purpose), stream))
     return float(lib.pyspec_uniform(seed, position, int(purpose)))
 
 

@@ -120,6 +120,8 @@ def _c_token_ids(tokens, name: str, n_vocab: int):
     """int32 cdata for a list or array of token ids (range-checked by the C library, which
     names the index; here only values that would wrap in 32 bits are caught)."""
     if isinstance(tokens, np.ndarray):
+        if tokens.ndim != 1:
+            raise _arrays.shape_error(f"{name} must be 1-D, got shape {tokens.shape}")
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
             raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", 7)
         if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
@@ -149,8 +151,8 @@ class _Call:
             raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
         if type(position) is not int and (isinstance(position, bool) or not isinstance(position, (int, np.integer))):
             raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
-        if position < 0:
-            raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
+        if not 0 <= position < 2**63:
+            raise PyspecError(f"position must be an int in [0, 2**63), got {position!r}", 2)
         n_draft, c_tokens, owner = _c_token_ids(draft_tokens, "draft_tokens", n_vocab)
         seq = self.seqs[i]
         seq.target_logits = logits_ptr
@@ -296,7 +298,7 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
             raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}", 2)
-        n_draft = len(req.draft_tokens)
+        n_draft = np.size(req.draft_tokens) if isinstance(req.draft_tokens, np.ndarray) else len(req.draft_tokens)
         arr, code, stride = _arrays.logits_rows(req.target_logits, f"requests[{i}].target_logits", n_draft + 1)
         if n_vocab is None:
             n_vocab, dtype = arr.shape[1], code

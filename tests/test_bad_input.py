@@ -127,7 +127,7 @@ def test_threads_and_batch_errors(rows):
     other = np.zeros((1, V + 1), dtype=np.float32)
     with pytest.raises(PyspecError, match="must share requests\\[0\\]'s vocabulary"):
         pyspec.verify_batch([pyspec.VerifyRequest(rows, [1, 2]), pyspec.VerifyRequest(other, [])])
-    with pytest.raises(PyspecError, match="position must be an int >= 0"):
+    with pytest.raises(PyspecError, match=r"position must be an int in \[0, 2\*\*63\)"):
         pyspec.verify(rows, [1, 2], position=-1)
     with pytest.raises(PyspecError, match="params must be a pyspec.SamplingParams"):
         pyspec.verify(rows, [1, 2], params={"temperature": 1.0})

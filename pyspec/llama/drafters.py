@@ -162,6 +162,11 @@ class DraftModel(Drafter):
         self._decoder = BatchDecoder(self.llama.ctx, self.n_vocab, self.llama.n_batch)
         self._evaluated: list = []  # what the draft's KV cache holds, in order
         self._last_row = 0  # address of the logits after the last evaluated token
+        self._round = 0     # draws of each round use their own Philox stream
+        self.target_vocab = self.n_vocab
+        # A borrowed Llama may hold cells from earlier use: start from an empty cache.
+        self._decoder.remove_from(0)
+        self._release()
 
     def close(self):
         self._decoder.close()
@@ -172,6 +177,13 @@ class DraftModel(Drafter):
         from .compat import check_compatible
 
         check_compatible(target, self.llama)
+        self.target_vocab = target.n_vocab()
+
+    def _release(self) -> None:
+        """Tells llama-cpp-python that its cached state is not what it thinks (its own loop
+        must re-evaluate if this Llama is also used directly)."""
+        self.llama.n_tokens = 0
+        self.llama._requires_eval = True
 
     def _catch_up(self, context: list) -> None:
         """Brings the KV cache to exactly `context`, evaluating only what it lacks."""
@@ -209,15 +221,22 @@ class DraftModel(Drafter):
         self._catch_up(context)
         t_catch_up = time.perf_counter() - t0
         dparams = self._params(params)
+        self._round += 1
         tokens, rows = [], []
         for j in range(max_tokens):
             ids, probs = distribution_sparse(LogitsPointer(self._last_row, self.n_vocab), dparams)
             if probs[0] < self.p_min:  # kept sets are ranked: probs[0] is the top one
                 break
+            if self.target_vocab < self.n_vocab:  # ids the target lacks have p = 0 there
+                inside = ids < self.target_vocab
+                ids, probs = ids[inside], probs[inside]
+                if not ids.size:
+                    break
+                probs = probs / probs.sum(dtype=np.float64)  # q is what x is drawn from
             if params.greedy:
                 x = int(ids[0])
             else:
-                u = uniform(params.seed, position + j, Purpose.DRAFT)
+                u = uniform(params.seed, position + j, Purpose.DRAFT, stream=self._round)
                 cum = np.cumsum(probs, dtype=np.float64)
                 x = int(ids[min(int(np.searchsorted(cum, u * cum[-1], side="right")), ids.size - 1)])
             tokens.append(x)
@@ -234,6 +253,7 @@ class DraftModel(Drafter):
                 tok_arr[r, : ids.size] = ids
                 prob_arr[r, : probs.size] = probs
             sparse = SparseDraftProbs(tok_arr, prob_arr)
+        self._release()
         elapsed = time.perf_counter() - t0
         # What drafting costs once the draft keeps pace (one catch-up token per round); a long
         # catch-up after plain rounds is not what more drafting would cost.

@@ -11,6 +11,7 @@ changed.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 import types
 from typing import Optional
@@ -93,10 +94,15 @@ class Speculation:
                              f"draft_max={draft_max}")
         if llama.n_ctx() <= draft_max + 1:
             raise ValueError(f"draft_max {draft_max} leaves no room in a context of {llama.n_ctx()}")
+        if draft_max + 1 > llama.n_batch:  # llama.cpp aborts on a batch above n_batch
+            raise ValueError(f"draft_max {draft_max} needs n_batch >= {draft_max + 1}, "
+                             f"this Llama has n_batch {llama.n_batch}")
         self.llama = llama
         self.drafter = make_drafter(draft, llama, draft_p_min)
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive)
-        self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), max(llama.n_batch, draft_max + 1))
+        self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
+        # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
+        self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))
         self.total = SpeculationStats()
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
@@ -157,7 +163,7 @@ class Speculation:
         sizes = sorted({1, 2, 3, 5, self.controller.draft_max + 1})
         costs = {}
         for n in sizes:
-            if n_past + n > llama.n_ctx():
+            if n_past + n > self.n_ctx:
                 break
             best = float("inf")
             for _ in range(3):
@@ -218,9 +224,9 @@ class Speculation:
                 last = context[-1]
                 if not self._calibrated:  # once, after the first token is out (not in TTFT)
                     self._calibrate(last)
-                room = llama.n_ctx() - llama.n_tokens - 1  # KV cells left after `last`
+                room = self.n_ctx - llama.n_tokens - 1  # KV cells left after `last`
                 if room < 0:
-                    raise RuntimeError(f"context window of {llama.n_ctx()} tokens is full")
+                    raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
                 round_start = time.perf_counter()
                 draft, k = self._draft(context, room, params, stats)
                 drafts = draft.tokens[:k]
@@ -279,11 +285,20 @@ def _speculative_generate(self, tokens, **kwargs):
     reason = unsupported_reason(
         typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"],
         logits_processor=args["logits_processor"], grammar=args["grammar"])
+    if not reason and getattr(self, "_logits_all", False):
+        reason = "logits_all=True (logprobs read llama-cpp-python's per-token scores array)"
+    if not reason and not args["reset"]:
+        reason = "generate(reset=False)"
+    if not reason and (getattr(self, "_is_recurrent", False) or getattr(self, "_is_hybrid", False)):
+        reason = "recurrent or hybrid models (their KV cells cannot be partly removed)"
     if reason:
         spec.fallback(reason)
         return llama_cpp.Llama.generate(self, tokens, **kwargs)
+    seed = self._seed
+    if seed % 2**32 == llama_cpp.LLAMA_DEFAULT_SEED:  # llama.cpp: "pick a random seed"
+        seed = secrets.randbits(64)
     params = sampling_params_for(args["temp"], args["top_k"], args["top_p"], args["min_p"],
-                                 self._seed, repeat_penalty=args["repeat_penalty"],
+                                 seed, repeat_penalty=args["repeat_penalty"],
                                  frequency_penalty=args["frequency_penalty"],
                                  presence_penalty=args["presence_penalty"],
                                  penalty_last_n=self.last_n_tokens_size)
