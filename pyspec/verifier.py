@@ -116,6 +116,15 @@ _INT32_P = ffi.typeof("int32_t *")
 _FLOAT_P = ffi.typeof("float *")
 
 
+def _n_draft(tokens, name: str) -> int:
+    """How many draft ids a 1-D list or array holds (anything else is an error)."""
+    if isinstance(tokens, np.ndarray):
+        if tokens.ndim != 1:
+            raise _arrays.shape_error(f"{name} must be 1-D, got shape {tokens.shape}")
+        return tokens.size
+    return len(tokens)
+
+
 def _c_token_ids(tokens, name: str, n_vocab: int):
     """int32 cdata for a list or array of token ids (range-checked by the C library, which
     names the index; here only values that would wrap in 32 bits are caught)."""
@@ -277,7 +286,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     >>> len(r.tokens) == r.n_accepted + 1
     True
     """
-    n_draft = len(draft_tokens) if not isinstance(draft_tokens, np.ndarray) else draft_tokens.size
+    n_draft = _n_draft(draft_tokens, "draft_tokens")
     arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
     call = _Call(1, logprobs)
     call.add(0, ffi.cast(_VOID_P, _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
@@ -298,7 +307,7 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
             raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}", 2)
-        n_draft = np.size(req.draft_tokens) if isinstance(req.draft_tokens, np.ndarray) else len(req.draft_tokens)
+        n_draft = _n_draft(req.draft_tokens, f"requests[{i}].draft_tokens")
         arr, code, stride = _arrays.logits_rows(req.target_logits, f"requests[{i}].target_logits", n_draft + 1)
         if n_vocab is None:
             n_vocab, dtype = arr.shape[1], code

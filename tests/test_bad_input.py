@@ -157,3 +157,11 @@ def test_rows_after_a_rejection_are_not_read(rows):
     tail_nan[1:] = np.nan
     r = pyspec.verify(tail_nan, [wrong, 0], params=greedy, n_threads=1)
     assert r.n_accepted == 0 and r.tokens[0] == rows[0].argmax()
+
+
+def test_two_dimensional_draft_ids_are_refused_not_over_read(rows):
+    drafts = np.array([[1, 2, 3]], dtype=np.int32)  # 3 ids for 2 rows if flattened
+    with pytest.raises(PyspecError, match="draft_tokens must be 1-D"):
+        pyspec.verify(rows[:2], drafts)
+    with pytest.raises(PyspecError):
+        pyspec.verify_batch([pyspec.VerifyRequest(rows[:2], drafts)])

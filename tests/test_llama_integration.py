@@ -248,3 +248,30 @@ def test_a_drafter_returning_garbage_ids_gets_a_clear_error(qwen_path):
         llm2.close()
     finally:
         llm.close()
+
+
+def test_review_regressions(qwen_path, draft_path, plain):
+    # seed -1 (llama.cpp's "random seed") gives fresh draws on every call
+    llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
+    texts = {llm.create_completion(OPEN_PROMPT, max_tokens=12, temperature=1.5, seed=-1)["choices"][0]["text"]
+             for _ in range(4)}
+    assert len(texts) > 1
+    llm.close()
+    # a batch above n_batch would abort inside llama.cpp: refused up front
+    with pytest.raises(ValueError, match="needs n_batch >= 9"):
+        SpeculativeLlama(qwen_path, draft="lookup", draft_max=8, n_batch=4, **KW)
+    # logits_all (logprobs) runs the plain loop, so the scores it reads are real
+    llm = SpeculativeLlama(qwen_path, draft="lookup", logits_all=True, **KW)
+    out = llm.create_completion(OPEN_PROMPT, max_tokens=4, temperature=0.0, logprobs=1)
+    assert llm.speculation.last.fallback_reason.startswith("logits_all")
+    assert max(out["choices"][0]["logprobs"]["token_logprobs"]) > -5
+    llm.close()
+    # a draft Llama that was already used starts from a clean cache
+    used = llama_cpp.Llama(model_path=draft_path, **KW)
+    used.create_completion("Hello", max_tokens=4)
+    llm = SpeculativeLlama(qwen_path, draft=used, draft_max=3, adaptive=False, **KW)
+    a = plain.create_completion(OPEN_PROMPT, max_tokens=16, temperature=0.0)["choices"][0]["text"]
+    b = llm.create_completion(OPEN_PROMPT, max_tokens=16, temperature=0.0)["choices"][0]["text"]
+    assert a == b
+    llm.close()
+    used.close()
