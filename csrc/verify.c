@@ -279,6 +279,18 @@ static pyspec_status check_single_row(pyspec_verifier *v, const void *logits, in
     return pyspec_check_penalties(params, n_vocab, 0, "params", err);
 }
 
+/* The distribution of one row on its own (penalty window: the history alone). */
+static pyspec_status single_row_dist(pyspec_verifier *v, const void *logits, int64_t n_vocab,
+                                     int32_t dtype, const pyspec_sampling_params *params,
+                                     pyspec_row_dist *dist, pyspec_error *err) {
+    pyspec_bad_logit bad;
+    pyspec_penalties pen_storage;
+    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
+    if (pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], dist, &bad) != PYSPEC_OK)
+        return pyspec_fail_logits(err, "logits", 0, &bad);
+    return PYSPEC_OK;
+}
+
 pyspec_status pyspec_sample(pyspec_verifier *v, const void *logits, int64_t n_vocab,
                             int32_t dtype, const pyspec_sampling_params *params,
                             int64_t position, int32_t *out_token, float *out_prob,
@@ -288,11 +300,8 @@ pyspec_status pyspec_sample(pyspec_verifier *v, const void *logits, int64_t n_vo
     if (position < 0)
         return pyspec_fail(err, PYSPEC_ERR_SHAPE, "position must be >= 0, got %lld", (long long)position);
     pyspec_row_dist dist;
-    pyspec_bad_logit bad;
-    pyspec_penalties pen_storage;
-    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
-    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    st = single_row_dist(v, logits, n_vocab, dtype, params, &dist, err);
+    if (st != PYSPEC_OK) return st;
     int32_t token = pyspec_dist_draw(&dist, pyspec_uniform_keyed(params->seed, position, PYSPEC_PURPOSE_SAMPLE));
     *out_token = token;
     if (out_prob) *out_prob = (float)pyspec_dist_prob(&dist, token);
@@ -305,11 +314,8 @@ pyspec_status pyspec_distribution(pyspec_verifier *v, const void *logits, int64_
     pyspec_status st = check_single_row(v, logits, n_vocab, dtype, params, out_probs, "out_probs", err);
     if (st != PYSPEC_OK) return st;
     pyspec_row_dist dist;
-    pyspec_bad_logit bad;
-    pyspec_penalties pen_storage;
-    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
-    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    st = single_row_dist(v, logits, n_vocab, dtype, params, &dist, err);
+    if (st != PYSPEC_OK) return st;
     for (int64_t t = 0; t < n_vocab; ++t) out_probs[t] = 0.0f;
     for (int64_t j = 0; j < dist.n; ++j)
         out_probs[dist.token[j]] = (float)((double)dist.weight[j] / dist.total);
@@ -325,11 +331,8 @@ pyspec_status pyspec_distribution_sparse(pyspec_verifier *v, const void *logits,
     if (!out_tokens || !out_probs)
         return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", out_tokens ? "out_probs" : "out_tokens");
     pyspec_row_dist dist;
-    pyspec_bad_logit bad;
-    pyspec_penalties pen_storage;
-    const pyspec_penalties *pen = pyspec_row_penalties(params, NULL, 0, &v->scratch[0], &pen_storage);
-    st = pyspec_build_dist(logits, n_vocab, dtype, params, pen, &v->scratch[0], &dist, &bad);
-    if (st != PYSPEC_OK) return pyspec_fail_logits(err, "logits", 0, &bad);
+    st = single_row_dist(v, logits, n_vocab, dtype, params, &dist, err);
+    if (st != PYSPEC_OK) return st;
     if (dist.n > capacity)
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
                            "the distribution keeps %lld tokens but capacity is %lld",
