@@ -99,7 +99,10 @@ class Speculation:
                              f"this Llama has n_batch {llama.n_batch}")
         self.llama = llama
         self.drafter = make_drafter(draft, llama, draft_p_min)
-        self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive)
+        # Probing a costly drafter (a draft model catches up on every token it missed) is
+        # itself costly: probe it less often than a free one.
+        self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
+                                                explore_every=16 if self.drafter.free else 48)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
         self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))
