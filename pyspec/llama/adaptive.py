@@ -22,6 +22,7 @@ import numpy as np
 
 PRIOR_SLOPE = 0.6  # extra cost of each additional batch token, as a fraction of one token
 MAX_EXPLORE_INTERVAL = 256
+PROBE_LENGTH = 4
 
 
 class DraftLengthController:
@@ -160,7 +161,9 @@ class DraftLengthController:
             # the decision come ever more rarely, so they cannot make decoding slower.
             self._explore_interval[bucket] = min(2 * interval, MAX_EXPLORE_INTERVAL)
             self._plain_streak[bucket] = 0
-            return self.draft_min
+            # Drafts already in hand (draft_cost 0) are probed at length: long runs are
+            # where they pay, and one probe then says whether the run is real.
+            return min(hi, PROBE_LENGTH) if draft_cost == 0.0 else self.draft_min
         self._plain_streak[bucket] = 0
         self._explore_interval.pop(bucket, None)
         return best

@@ -54,7 +54,7 @@ class PromptLookup(Drafter):
     name = "lookup"
     free = True
 
-    def __init__(self, max_ngram: int = 4, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 8, min_ngram: int = 1):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
@@ -92,7 +92,7 @@ class PromptLookup(Drafter):
                 end = self._index[n].get(tuple(seq[len(seq) - n:]))
                 if end is not None:
                     out = seq[end: end + max_tokens]
-                    bucket = n  # longer matches are accepted more often
+                    bucket = "long match" if n >= 4 else "short match"  # long ones pass more often
                     break
         return Draft(list(out), None, time.perf_counter() - t0, bucket if out else None)
 
