@@ -208,15 +208,16 @@ class Speculation:
             addr = self._evaluate_prompt(tokens, stats)
             position = llama.n_tokens  # absolute position of the token being emitted
             t0 = time.perf_counter()
-            pending = int(verify_from_pointer(addr, n_vocab, [], params=params,
-                                              position=position).tokens[0])
+            # The tokens decided but not yet emitted: first the prompt's own sample.
+            pending = [int(verify_from_pointer(addr, n_vocab, [], params=params,
+                                               position=position).tokens[0])]
             n_prompt = len(tokens)
             stats.verify_seconds += time.perf_counter() - t0
             context = list(tokens)
             rows = [addr]
             while True:
                 # Emit the tokens of the last step (the first pass: the prompt's sample).
-                for j, tok in enumerate(pending if isinstance(pending, list) else [pending]):
+                for j, tok in enumerate(pending):
                     if stopping_criteria is not None and stopping_criteria(
                             np.asarray(context, dtype=np.intc),
                             np.ctypeslib.as_array((llama_cpp.ctypes.c_float * n_vocab).from_address(rows[j]))):
