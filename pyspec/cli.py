@@ -34,7 +34,9 @@ def _add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
     p.add_argument("-c", "--ctx-size", type=int, default=4096)
-    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
+                        "default is half of them)")
     p.add_argument("--compare", action="store_true",
                    help="also run plain llama-cpp-python decoding and print both speeds")
 

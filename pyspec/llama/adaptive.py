@@ -22,6 +22,7 @@ import numpy as np
 
 PRIOR_SLOPE = 0.6  # extra cost of each additional batch token, as a fraction of one token
 MAX_EXPLORE_INTERVAL = 256
+WARMUP_PLAIN_ROUNDS = 3
 PROBE_LENGTH = 4
 
 
@@ -37,7 +38,11 @@ class DraftLengthController:
         self.ema = ema
         self.explore_every = explore_every
         self.target_cost: dict = {}  # n tokens -> seconds
+        self._calibrated_only: set = set()  # sizes known only from calibration
         self._fit = None
+        # The first rounds decode plainly: they measure a real one-token pass and the plain
+        # throughput that speculative rounds are then held against.
+        self._warmup_plain = WARMUP_PLAIN_ROUNDS
         self.draft_cost = 0.0        # seconds per drafted token
         self.overhead = 0.0          # seconds per round outside target and drafter
         self.prior = prior_acceptance
@@ -51,13 +56,25 @@ class DraftLengthController:
         return new if old is None else old + self.ema * (new - old)
 
     def record_target(self, n_tokens: int, seconds: float) -> None:
-        self.target_cost[n_tokens] = self._avg(self.target_cost.get(n_tokens), seconds)
+        if n_tokens in self._calibrated_only:
+            # The first real measurement replaces the calibration. Calibration runs in a
+            # moment of its own (seen 1.6x slower than steady decoding), so the first real
+            # one-token pass also rescales the other sizes not yet measured for real.
+            self._calibrated_only.discard(n_tokens)
+            if n_tokens == 1 and self.target_cost.get(1):
+                scale = seconds / self.target_cost[1]
+                for n in self._calibrated_only:
+                    self.target_cost[n] *= scale
+            self.target_cost[n_tokens] = seconds
+        else:
+            self.target_cost[n_tokens] = self._avg(self.target_cost.get(n_tokens), seconds)
         self._fit = None
 
     def calibrate(self, costs: dict) -> None:
         """Seeds target(n) with measured costs (n tokens -> seconds)."""
         for n, seconds in costs.items():
             self.target_cost[n] = seconds
+            self._calibrated_only.add(n)
         self._fit = None
 
     def record_draft(self, n_drafted: int, seconds: float) -> None:
@@ -149,6 +166,9 @@ class DraftLengthController:
             return 0
         if self.fixed:
             return hi
+        if self._warmup_plain > 0:
+            self._warmup_plain -= 1
+            return 0
         rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
         if self.allow_zero and (rate(0) >= rate(best) or self._realised_says_plain(bucket)):
