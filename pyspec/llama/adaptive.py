@@ -29,7 +29,7 @@ PROBE_LENGTH = 4
 class DraftLengthController:
     def __init__(self, draft_min: int = 1, draft_max: int = 8, *, ema: float = 0.15,
                  explore_every: int = 16, prior_acceptance: float = 0.75,
-                 fixed: bool = False):
+                 fixed: bool = False, probe_after_veto: bool = True):
         if not 0 <= draft_min <= draft_max:
             raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
         self.draft_min, self.draft_max = max(1, draft_min), draft_max
@@ -50,6 +50,10 @@ class DraftLengthController:
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
         self._realised: dict = {}  # (bucket, speculative) -> (tokens/s EMA, rounds)
+        # A costly drafter (a draft model) must catch up on every token of a plain stretch
+        # before it can draft, so a probe costs more the longer it waited: once measured
+        # slower than plain, such a drafter is not probed again.
+        self.probe_after_veto = probe_after_veto
 
     # ---- measurements ---------------------------------------------------------------
     def _avg(self, old, new):
@@ -171,7 +175,10 @@ class DraftLengthController:
             return 0
         rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
-        if self.allow_zero and (rate(0) >= rate(best) or self._realised_says_plain(bucket)):
+        vetoed = self._realised_says_plain(bucket)
+        if self.allow_zero and (rate(0) >= rate(best) or vetoed):
+            if vetoed and not self.probe_after_veto:
+                return 0
             streak = self._plain_streak.get(bucket, 0) + 1
             self._plain_streak[bucket] = streak
             interval = self._explore_interval.get(bucket, self.explore_every)

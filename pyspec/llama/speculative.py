@@ -102,7 +102,8 @@ class Speculation:
         # Probing a costly drafter (a draft model catches up on every token it missed) is
         # itself costly: probe it less often than a free one.
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
-                                                explore_every=16 if self.drafter.free else 48)
+                                                explore_every=16 if self.drafter.free else 48,
+                                                probe_after_veto=self.drafter.free)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
         self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))

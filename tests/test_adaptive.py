@@ -1,0 +1,47 @@
+"""The draft-length cost model, on synthetic costs (no model needed)."""
+from pyspec.llama.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController
+
+
+def _controller(batch_cost, acceptance, draft_cost=0.0, **kw):
+    c = DraftLengthController(0, 8, **kw)
+    c.calibrate({n: batch_cost(n) for n in (1, 2, 3, 5, 9)})
+    for _ in range(30):
+        c.record_acceptance(4, 4 if acceptance > 0.5 else 0)
+    c.draft_cost = draft_cost
+    return c
+
+
+def test_warm_up_rounds_are_plain():
+    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0)
+    assert [c.choose(8) for _ in range(WARMUP_PLAIN_ROUNDS)] == [0] * WARMUP_PLAIN_ROUNDS
+    assert c.choose(8) == 8  # cheap batches and perfect drafts: draft the most
+
+
+def test_expensive_batches_or_bad_drafts_decode_plainly_with_rare_probes():
+    c = _controller(lambda n: float(n), acceptance=0.0)  # a batch of n costs n tokens
+    choices = [c.choose(8) for _ in range(1000)]
+    probes = sum(1 for k in choices if k)
+    assert 0 < probes <= 6  # intervals double: 16, 32, ..., 256
+
+
+def test_room_limits_the_draft_length():
+    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0)
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(8)
+    assert c.choose(3) == 3 and c.choose(0) == 0
+
+
+def test_realised_throughput_overrules_the_prediction():
+    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0, probe_after_veto=False)
+    for _ in range(5):
+        c.record_round(None, False, 1, 1.0)   # plain: 1 token/s
+        c.record_round(None, True, 2, 4.0)    # speculative: 0.5 token/s
+    assert all(c.choose(8) == 0 for _ in range(600))  # vetoed, and never probed again
+
+
+def test_first_real_measurement_rescales_the_calibration():
+    c = DraftLengthController(0, 8)
+    c.calibrate({1: 2.0, 2: 3.0, 5: 6.0})
+    c.record_target(1, 1.0)  # steady decoding is twice as fast as calibration saw
+    assert c.predicted_target(1) == 1.0
+    assert abs(c.target_cost[5] - 3.0) < 1e-12 and abs(c.target_cost[2] - 1.5) < 1e-12
