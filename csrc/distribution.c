@@ -12,12 +12,8 @@
 #include <math.h>
 
 #include "internal.h"
+#include "rules.h"
 
-/* Descending logit, ties by ascending token id: a total order, so results never depend on
- * the order in which candidates were found. */
-static inline int ranks_before(float la, int32_t ta, float lb, int32_t tb) {
-    return la > lb || (la == lb && ta < tb);
-}
 
 /* Shell sort by rank; `w` (may be NULL) is permuted along. k is usually tens. */
 static void sort_by_rank(int32_t *token, float *logit, float *w, int64_t n) {
@@ -28,7 +24,7 @@ static void sort_by_rank(int32_t *token, float *logit, float *w, int64_t n) {
             float l = logit[i], x = w ? w[i] : 0.0f;
             int32_t t = token[i];
             int64_t j = i;
-            while (j >= gap && ranks_before(l, t, logit[j - gap], token[j - gap])) {
+            while (j >= gap && pyspec_ranks_before(l, t, logit[j - gap], token[j - gap])) {
                 logit[j] = logit[j - gap];
                 token[j] = token[j - gap];
                 if (w) w[j] = w[j - gap];
@@ -104,7 +100,7 @@ static void finish_dist(int32_t *token, float *logit, float *w, int64_t n, int s
         }
     }
     if (sorted && p->min_p > 0.0f) {
-        const float min_logit = max_logit + logf(p->min_p); /* as llama.cpp: in float */
+        const float min_logit = pyspec_min_p_threshold(max_logit, p->min_p);
         int64_t keep = 1;
         while (keep < n && logit[keep] >= min_logit) ++keep;
         n = keep;
@@ -151,7 +147,7 @@ static int64_t apply_penalties(const void *row, int32_t dtype, const pyspec_pena
 static int64_t best_by_rank(const int32_t *token, const float *logit, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i)
-        if (ranks_before(logit[i], token[i], logit[best], token[best])) best = i;
+        if (pyspec_ranks_before(logit[i], token[i], logit[best], token[best])) best = i;
     return best;
 }
 
@@ -228,7 +224,7 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
         finish_dist(token, logit, w, n, 1, logit[0], 0.0, p, dist);
     } else { /* top-k off: gather the min-p survivors (a second pass) */
         float max_logit = logit[best_by_rank(token, logit, n)];
-        float threshold = p->min_p > 0.0f ? max_logit + logf(p->min_p) : -INFINITY;
+        float threshold = p->min_p > 0.0f ? pyspec_min_p_threshold(max_logit, p->min_p) : -INFINITY;
         double row_exp_sum = 0.0;
         double *want_sum = p->top_p < 1.0f ? &row_exp_sum : NULL;
         if (pen)
@@ -245,15 +241,7 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
 }
 
 int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u) {
-    double target = u * dist->total, cum = 0.0;
-    int64_t last_positive = 0;
-    for (int64_t i = 0; i < dist->n; ++i) {
-        if (dist->weight[i] <= 0.0f) continue;
-        cum += dist->weight[i];
-        last_positive = i;
-        if (target < cum) return dist->token[i];
-    }
-    return dist->token[last_positive]; /* u * total rounded past the last weight */
+    return dist->token[pyspec_inverse_cdf(dist->weight, dist->n, dist->total, u)];
 }
 
 double pyspec_dist_prob(const pyspec_row_dist *dist, int32_t token) {

@@ -7,6 +7,7 @@
  * back their penalised ones, which gives exactly the top-k of the penalised row.
  */
 #include "internal.h"
+#include "rules.h"
 
 int pyspec_penalties_on(const pyspec_sampling_params *p) {
     return p->penalty_last_n != 0 &&
@@ -14,10 +15,7 @@ int pyspec_penalties_on(const pyspec_sampling_params *p) {
 }
 
 float pyspec_penalise(float logit, int32_t count, const pyspec_penalties *pen) {
-    /* As llama.cpp: multiply non-positive logits, divide positive ones, so a penalty above
-     * 1 always lowers the logit. */
-    float l = logit <= 0.0f ? logit * pen->repeat : logit / pen->repeat;
-    return l - (float)count * pen->freq - (float)(count > 0) * pen->present;
+    return pyspec_penalised_logit(logit, count, pen->repeat, pen->freq, pen->present);
 }
 
 static void sort_ints(int32_t *a, int64_t n) {

@@ -9,11 +9,7 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#  define PYSPEC_HD static __host__ __device__ __forceinline__
-#else
-#  define PYSPEC_HD static inline
-#endif
+#include "hostdevice.h"
 
 #define PYSPEC_PHILOX_M0 0xD2511F53u
 #define PYSPEC_PHILOX_M1 0xCD9E8D57u

@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "philox.h"
+#include "rules.h"
 
 #define PYSPEC_MAX_DRAFT (1 << 20)
 
@@ -71,7 +72,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                                (long long)i, x, qx);
         const double px = pyspec_dist_prob(&dist, x);
         const double u = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_ACCEPT);
-        if (u * qx < px) { /* u < p/q */
+        if (pyspec_accepts(u, qx, px)) {
             token = x;
             *stops = 0;
         } else {
@@ -96,8 +97,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                     bad_token = dist.token[j];
                     bad_q = q;
                 }
-                double r = (double)w[j] / dist.total - q;
-                w[j] = r > 0.0 ? (float)r : 0.0f;
+                w[j] = pyspec_residual_weight(w[j], dist.total, q);
                 residual += w[j];
             }
             if (dp->tokens) { /* leave the scatter buffer all zeros again */
