@@ -12,7 +12,14 @@ _TOKEN_STATUS = 4
 # numpy dtype -> pyspec_dtype. bfloat16 has no numpy dtype: pass it through the pointer API.
 LOGIT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
 DTYPE_NAMES = {"float32": 0, "f32": 0, "float16": 1, "f16": 1, "bfloat16": 2, "bf16": 2}
-DTYPE_ITEMSIZE = {0: 4, 1: 2, 2: 2}
+
+
+def dtype_code(name) -> int:
+    """The pyspec_dtype code for a dtype name ("float32", "float16", "bfloat16", ...)."""
+    code = DTYPE_NAMES.get(str(name))
+    if code is None:
+        raise PyspecError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {name!r}", _DTYPE_STATUS)
+    return code
 
 
 def shape_error(message: str) -> PyspecError:

@@ -334,9 +334,7 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     """
     if not isinstance(logits_address, int) or isinstance(logits_address, bool) or logits_address <= 0:
         raise PyspecError(f"logits_address must be a non-null integer address, got {logits_address!r}", 1)
-    code = _arrays.DTYPE_NAMES.get(str(dtype))
-    if code is None:
-        raise PyspecError(f"dtype must be one of {sorted(_arrays.DTYPE_NAMES)}, got {dtype!r}", 7)
+    code = _arrays.dtype_code(dtype)
     if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or n_vocab < 1:
         raise _arrays.shape_error(f"n_vocab must be an int >= 1, got {n_vocab!r}")
     stride = n_vocab if row_stride is None else int(row_stride)
@@ -362,9 +360,7 @@ def _single_row(logits, params, penalty_history=None):
         raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
     c_params = ffi.new("pyspec_sampling_params *")
     if isinstance(logits, LogitsPointer):
-        code = _arrays.DTYPE_NAMES.get(str(logits.dtype))
-        if code is None:
-            raise PyspecError(f"dtype must be one of {sorted(_arrays.DTYPE_NAMES)}, got {logits.dtype!r}", 7)
+        code = _arrays.dtype_code(logits.dtype)
         if not logits.address:
             raise PyspecError("LogitsPointer.address is null", 1)
         ptr, n_vocab, keep = ffi.cast(_VOID_P, logits.address), int(logits.n_vocab), None

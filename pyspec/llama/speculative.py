@@ -10,6 +10,7 @@ changed.
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import secrets
 import time
@@ -221,7 +222,7 @@ class Speculation:
                 for j, tok in enumerate(pending):
                     if stopping_criteria is not None and stopping_criteria(
                             np.asarray(context, dtype=np.intc),
-                            np.ctypeslib.as_array((llama_cpp.ctypes.c_float * n_vocab).from_address(rows[j]))):
+                            np.ctypeslib.as_array((ctypes.c_float * n_vocab).from_address(rows[j]))):
                         return
                     stats.emitted += 1
                     context.append(tok)
