@@ -45,25 +45,119 @@ class Drafter:
 
 
 class PromptLookup(Drafter):
-    """N-gram lookup in the prompt and the output so far (prompt lookup decoding, made
-    variable-length and incremental): finds the most recent earlier occurrence of the longest
-    suffix of ``max_ngram`` down to ``min_ngram`` tokens and proposes up to ``max_tokens`` of
-    the tokens that followed it. An index n-gram -> latest end position grows with the
-    context, so a call costs O(new tokens), not O(context)."""
+    """N-gram lookup in the prompt and the output so far (prompt lookup decoding), made
+    variable-length, incremental and edit-aware.
+
+    - Lookup: the most recent earlier occurrence of the longest suffix of ``max_ngram`` down
+      to ``min_ngram`` tokens; its followers are the draft. An index n-gram -> latest end
+      grows with the context, so a call costs O(new tokens), not O(context).
+    - Copy cursor: once a draft is taken from somewhere, the output is followed along that
+      source token by token, so the next draft continues the copy instead of jumping to
+      whatever most recent place shares the last few tokens (which, in code, is often the
+      wrong line).
+    - Edits: when the output leaves the source (a renamed variable, say) and rejoins it a
+      few tokens later, the cursor re-anchors after the skipped source tokens and the pair
+      (source tokens -> output tokens) is remembered as a substitution that later drafts
+      apply: after the first rename, "total_price" in the source is drafted as "amount".
+      A substitution the output contradicts (the old tokens come out unchanged) is dropped.
+    """
 
     name = "lookup"
     free = True
 
-    def __init__(self, max_ngram: int = 8, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 8, min_ngram: int = 1, *, resync_window: int = 24,
+                 max_edit: int = 8):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        if resync_window < 1 or max_edit < 1:
+            raise ValueError("resync_window and max_edit must be >= 1")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.resync_window, self.max_edit = resync_window, max_edit
         self._reset()
 
     def _reset(self):
         self._tokens = np.zeros(0, dtype=np.int64)
         self._list: list = []
         self._index = [dict() for _ in range(self.max_ngram + 1)]  # [n]: ngram -> end
+        self._cursor = None     # (source index of the next expected token, pending sub tokens)
+        self._divergence = None  # (source index, output index) where the output left the copy
+        self._subs: dict = {}   # first old token -> {old tuple: new tuple}
+
+    # ---- substitutions ---------------------------------------------------------------
+    def _sub_at(self, c: int):
+        """The (old, new) substitution whose old tokens start at source index c, if any
+        (longest first)."""
+        seq = self._list
+        for old, new in sorted(self._subs.get(seq[c], {}).items(), key=lambda kv: -len(kv[0])):
+            if tuple(seq[c:c + len(old)]) == old:
+                return old, new
+        return None
+
+    def _virtual(self, cursor, limit: int, stop: int) -> list:
+        """Up to `limit` tokens of the copy from `cursor` with substitutions applied, reading
+        the source only below index `stop`."""
+        c, pending = cursor
+        out = list(pending[:limit])
+        seq = self._list
+        while len(out) < limit and c < stop:
+            sub = self._sub_at(c)
+            if sub is not None and c + len(sub[0]) <= stop:
+                out.extend(sub[1][:limit - len(out)])
+                c += len(sub[0])
+            else:
+                out.append(seq[c])
+                c += 1
+        return out
+
+    # ---- following the output ----------------------------------------------------------
+    def _advance(self, j: int) -> None:
+        """Moves the copy cursor over output token seq[j], or records a divergence."""
+        seq, t = self._list, self._list[j]
+        c, pending = self._cursor
+        if pending:
+            if pending[0] == t:
+                self._cursor = (c, pending[1:])
+                return
+        elif c < j:
+            sub = self._sub_at(c)
+            if sub is not None:
+                old, new = sub
+                if new and new[0] == t:
+                    self._cursor = (c + len(old), tuple(new[1:]))
+                    return
+                if t == old[0]:  # the output kept the old tokens: forget the substitution
+                    del self._subs[old[0]][old]
+            if seq[c] == t:
+                self._cursor = (c + 1, ())
+                self._divergence = None  # following a source again
+                return
+        self._cursor = None
+        # A divergence still waiting to re-join keeps precedence over this one: the cursor
+        # that just failed may have been a stop-gap lookup taken while waiting.
+        if self._divergence is None and not pending and c < j:
+            self._divergence = (c, j)
+
+    def _resync(self, j: int) -> None:
+        """After a divergence: if the output since then ends with tokens found just after the
+        divergence point in the source, follow the source from there and learn the edit."""
+        src, out = self._divergence
+        seq = self._list
+        if j - out > self.resync_window:
+            self._divergence = None
+            return
+        for n in (3, 2, 1):
+            first = j - n + 1  # the re-joining n-gram is seq[first:j+1]
+            if first < out or first == out and n == 1 and j == out:
+                continue  # the divergent token itself cannot be the re-join
+            gram = seq[first:j + 1]
+            for p in range(src, min(src + self.resync_window, first - n + 1)):
+                if seq[p:p + n] == gram:
+                    old, new = tuple(seq[src:p]), tuple(seq[out:first])
+                    if old and old != new and len(old) <= self.max_edit and len(new) <= self.max_edit:
+                        self._subs.setdefault(old[0], {})[old] = new
+                    self._cursor = (p + n, ())
+                    self._divergence = None
+                    return
 
     def _sync(self, context) -> None:
         ctx = np.asarray(context, dtype=np.int64)
@@ -79,6 +173,12 @@ class PromptLookup(Drafter):
         for end in range(max(old.size, 1), len(seq)):
             for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
                 self._index[n][tuple(seq[end - n:end])] = end
+        if old.size:  # follow the new output tokens (not a fresh prompt)
+            for j in range(old.size, len(seq)):
+                if self._cursor is not None:
+                    self._advance(j)
+                if self._cursor is None and self._divergence is not None:
+                    self._resync(j)
         self._tokens = ctx
 
     def draft(self, context, max_tokens, params, position):
@@ -87,11 +187,15 @@ class PromptLookup(Drafter):
         seq = self._list
         out: list = []
         bucket = None
-        if max_tokens > 0:
+        if max_tokens > 0 and self._cursor is not None:
+            out = self._virtual(self._cursor, max_tokens, len(seq))
+            bucket = "copy"
+        if max_tokens > 0 and not out:
             for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
                 end = self._index[n].get(tuple(seq[len(seq) - n:]))
                 if end is not None:
-                    out = seq[end: end + max_tokens]
+                    self._cursor = (end, ())
+                    out = self._virtual(self._cursor, max_tokens, len(seq))
                     bucket = "long match" if n >= 4 else "short match"  # long ones pass more often
                     break
         return Draft(list(out), None, time.perf_counter() - t0, bucket if out else None)

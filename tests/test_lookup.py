@@ -1,0 +1,71 @@
+"""The prompt-lookup drafter's mechanics on token sequences: n-gram lookup, the copy cursor,
+and edits learned as substitutions. (Its effect on real generation is measured in
+benchmarks/bench_generation.py; its exactness does not depend on it: drafts are point masses.)"""
+import pytest
+
+from pyspec.llama.drafters import PromptLookup
+
+
+def drafts_along(lookup, prompt, output, k=4):
+    """Feeds the output token by token, as the loop does when every round emits one token;
+    returns the draft offered before each output token."""
+    seen = []
+    for i in range(len(output) + 1):
+        seen.append(lookup.draft(prompt + output[:i], k, None, len(prompt) + i).tokens)
+    return seen
+
+
+def test_lookup_proposes_what_followed_the_longest_suffix():
+    lookup = PromptLookup(max_ngram=3)
+    prompt = [1, 2, 3, 4, 5, 9, 9, 2, 3, 7]
+    assert lookup.draft(prompt + [1, 2, 3], 2, None, 0).tokens == [4, 5]
+
+
+def test_copy_cursor_keeps_following_its_source():
+    # Two lines share "x =" but go on differently; once the output copies the first line, a
+    # lookup of the last few tokens alone would jump to the second (the most recent) line.
+    a, b = [10, 11, 12, 13, 14, 15], [20, 11, 12, 30, 31, 32]
+    prompt = [1] + a + [2] + b + [3]
+    lookup = PromptLookup(max_ngram=2)
+    seen = drafts_along(lookup, prompt, [10, 11, 12], k=3)
+    assert seen[-1] == [13, 14, 15]
+
+
+def test_a_rename_is_learned_and_applied_to_later_drafts():
+    old, new = [50, 51], [60]
+    line1 = [1, 2, 3] + old + [4, 5, 6]
+    line2 = [7, 8] + old + [9, 10, 11, 12]
+    prompt = [100, 101] + line1 + [102] + line2 + [103]
+    output = [1, 2, 3] + new + [4, 5, 6] + [102, 7, 8]
+    lookup = PromptLookup()
+    seen = drafts_along(lookup, prompt, output, k=4)
+    # Before the rename is seen, the old name is drafted; after it, the new one.
+    assert seen[3] == old + [4, 5]
+    assert seen[len(output)] == new + [9, 10, 11]
+    # The copy goes on through the substitution, token by token.
+    seen_after = drafts_along(lookup, prompt, output + new, k=3)
+    assert seen_after[-1] == [9, 10, 11]
+
+
+def test_a_contradicted_substitution_is_forgotten():
+    old, new = [50, 51], [60]
+    line = [1, 2] + old + [3, 4]
+    prompt = [100] + line + [101] + line + [102] + line + [103]
+    output = [1, 2] + new + [3, 4, 101, 1, 2] + old + [3, 4, 102, 1, 2]
+    lookup = PromptLookup()
+    seen = drafts_along(lookup, prompt, output, k=3)
+    assert seen[len([1, 2] + new + [3, 4, 101, 1, 2])] == new + [3, 4]  # learned
+    assert seen[-1] == old + [3]  # the output kept the old name once: back to copying it
+
+
+def test_a_rewritten_context_starts_over():
+    lookup = PromptLookup()
+    assert lookup.draft([1, 2, 3, 1, 2], 1, None, 0).tokens == [3]
+    assert lookup.draft([7, 8, 9, 7], 2, None, 0).tokens == [8, 9]
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_ngram=0), dict(min_ngram=3, max_ngram=2),
+                                    dict(resync_window=0), dict(max_edit=0)])
+def test_bad_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        PromptLookup(**kwargs)
