@@ -45,3 +45,28 @@ def test_first_real_measurement_rescales_the_calibration():
     c.record_target(1, 1.0)  # steady decoding is twice as fast as calibration saw
     assert c.predicted_target(1) == 1.0
     assert abs(c.target_cost[5] - 3.0) < 1e-12 and abs(c.target_cost[2] - 1.5) < 1e-12
+
+
+def test_costs_between_measured_sizes_follow_the_measurements():
+    # Batching gets cheaper per token as batches grow (a concave cost): a straight line
+    # through all sizes would misprice both short and long drafts.
+    c = DraftLengthController(0, 16)
+    c.calibrate({1: 1.0, 2: 2.0, 9: 4.8, 17: 6.2})
+    c.record_target(1, 1.0)
+    assert abs(c.predicted_target(2) - 2.0) < 1e-12
+    assert abs(c.predicted_target(13) - 5.5) < 1e-12  # halfway between 9 and 17
+    assert abs(c.predicted_target(25) - 7.6) < 1e-12  # beyond 17: the last segment's slope
+    c.record_target(9, 1.0)  # a noisy measurement below a smaller size's cost ...
+    assert c.predicted_target(9) >= c.predicted_target(2)  # ... never makes more tokens cheaper
+
+
+def test_a_probe_that_passes_in_full_is_followed_by_a_longer_one():
+    c = _controller(lambda n: float(n), acceptance=0.0)  # plain is the decision
+    choices = []
+    while not any(choices):
+        choices.append(c.choose(16, "copy", draft_cost=0.0))
+    first = choices[-1]
+    c.record_acceptance(first, first, "copy")  # the probe passed in full
+    assert c.choose(16, "copy", draft_cost=0.0) == 2 * first  # at once, twice as long
+    c.record_acceptance(2 * first, 0, "copy")  # this one failed
+    assert c.choose(16, "copy", draft_cost=0.0) == 0  # back to waiting

@@ -64,6 +64,7 @@ class PromptLookup(Drafter):
 
     name = "lookup"
     free = True
+    COPY_RUN = 4  # tokens followed (or n-gram length) from which a draft counts as a copy
 
     def __init__(self, max_ngram: int = 8, min_ngram: int = 1, *, resync_window: int = 24,
                  max_edit: int = 8):
@@ -80,7 +81,8 @@ class PromptLookup(Drafter):
         self._list: list = []
         self._index = [dict() for _ in range(self.max_ngram + 1)]  # [n]: ngram -> end
         self._cursor = None     # (source index of the next expected token, pending sub tokens)
-        self._divergence = None  # (source index, output index) where the output left the copy
+        self._divergence = None  # (source index, output index, run) where the output left the copy
+        self._run = 0  # tokens the output has followed the current source for
         self._subs: dict = {}   # first old token -> {old tuple: new tuple}
 
     # ---- substitutions ---------------------------------------------------------------
@@ -117,6 +119,7 @@ class PromptLookup(Drafter):
         if pending:
             if pending[0] == t:
                 self._cursor = (c, pending[1:])
+                self._run += 1
                 return
         elif c < j:
             sub = self._sub_at(c)
@@ -124,23 +127,26 @@ class PromptLookup(Drafter):
                 old, new = sub
                 if new and new[0] == t:
                     self._cursor = (c + len(old), tuple(new[1:]))
+                    self._run += 1
                     return
                 if t == old[0]:  # the output kept the old tokens: forget the substitution
                     del self._subs[old[0]][old]
             if seq[c] == t:
                 self._cursor = (c + 1, ())
                 self._divergence = None  # following a source again
+                self._run += 1
                 return
         self._cursor = None
         # A divergence still waiting to re-join keeps precedence over this one: the cursor
         # that just failed may have been a stop-gap lookup taken while waiting.
         if self._divergence is None and not pending and c < j:
-            self._divergence = (c, j)
+            self._divergence = (c, j, self._run)
+        self._run = 0
 
     def _resync(self, j: int) -> None:
         """After a divergence: if the output since then ends with tokens found just after the
         divergence point in the source, follow the source from there and learn the edit."""
-        src, out = self._divergence
+        src, out, run = self._divergence
         seq = self._list
         if j - out > self.resync_window:
             self._divergence = None
@@ -157,6 +163,7 @@ class PromptLookup(Drafter):
                         self._subs.setdefault(old[0], {})[old] = new
                     self._cursor = (p + n, ())
                     self._divergence = None
+                    self._run = run + n  # the copy that was left goes on
                     return
 
     def _sync(self, context) -> None:
@@ -189,16 +196,17 @@ class PromptLookup(Drafter):
         bucket = None
         if max_tokens > 0 and self._cursor is not None:
             out = self._virtual(self._cursor, max_tokens, len(seq))
-            bucket = "copy"
         if max_tokens > 0 and not out:
             for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
                 end = self._index[n].get(tuple(seq[len(seq) - n:]))
                 if end is not None:
-                    self._cursor = (end, ())
+                    self._cursor, self._run = (end, ()), n
                     out = self._virtual(self._cursor, max_tokens, len(seq))
-                    bucket = "long match" if n >= 4 else "short match"  # long ones pass more often
                     break
-        return Draft(list(out), None, time.perf_counter() - t0, bucket if out else None)
+        # A copy the output has followed for a while (or a long n-gram match) passes far
+        # more often than a guess from a short match: the cost model keeps them apart.
+        bucket = ("copy" if self._run >= self.COPY_RUN else "guess") if out else None
+        return Draft(list(out), None, time.perf_counter() - t0, bucket)
 
 
 class CallableDrafter(Drafter):

@@ -88,7 +88,7 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
 class Speculation:
     """The speculative state attached to one Llama: drafter, controller, statistics."""
 
-    def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 8,
+    def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                  draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True):
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
@@ -111,7 +111,6 @@ class Speculation:
         self.total = SpeculationStats()
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
-        self._last_outcome = None  # of the previous round: "all accepted", "rejected", None
         self._calibrated = not adaptive  # a fixed draft length needs no cost model
 
     def close(self):
@@ -165,7 +164,8 @@ class Speculation:
         which differs by model (Qwen 1.5B: 2.5x for 4 tokens; Gemma 270M: 1.4x)."""
         llama = self.llama
         n_past = llama.n_tokens
-        sizes = sorted({1, 2, 3, 5, self.controller.draft_max + 1})
+        top = self.controller.draft_max + 1
+        sizes = sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
         costs = {}
         for n in sizes:
             if n_past + n > self.n_ctx:
@@ -186,9 +186,6 @@ class Speculation:
         if drafter.free:  # draft first, then let the cost model cut
             limit = min(controller.draft_max, room)
             draft = drafter.draft(np.asarray(context), limit, params, len(context)) if limit else Draft([])
-            # Acceptance depends on the context: a draft that continues a run of accepted
-            # lookups (copying from the prompt) is far likelier to pass than a fresh match.
-            draft.bucket = (draft.bucket, self._last_outcome)
             k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
         else:
             k = controller.choose(room)
@@ -255,10 +252,6 @@ class Speculation:
                     llama.n_tokens = keep
                 self.controller.record_target(len(drafts) + 1, t1 - t0)
                 self.controller.record_acceptance(len(drafts), result.n_accepted, draft.bucket)
-                if drafts:
-                    self._last_outcome = "all accepted" if result.n_accepted == len(drafts) else "rejected"
-                else:
-                    self._last_outcome = None
                 stats.target_seconds += t1 - t0
                 stats.verify_seconds += t2 - t1
                 if drafts:
@@ -311,7 +304,7 @@ def _speculative_generate(self, tokens, **kwargs):
     return spec.generate(tokens, params, args["stopping_criteria"])
 
 
-def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 8,
+def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                        draft_min: int = 0, draft_p_min: float = 0.0,
                        adaptive: bool = True) -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
@@ -344,7 +337,7 @@ class SpeculativeLlama(llama_cpp.Llama):
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
-    def __init__(self, model_path: str, *, draft=None, draft_max: int = 8, draft_min: int = 0,
+    def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
                  draft_p_min: float = 0.0, adaptive: bool = True, **llama_kwargs):
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:
