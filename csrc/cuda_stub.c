@@ -37,3 +37,15 @@ pyspec_status pyspec_cuda_verify_batch_sync(pyspec_cuda_verifier *verifier,
                                             pyspec_error *err) {
     return pyspec_fail(err, PYSPEC_ERR_CUDA, NO_CUDA);
 }
+
+pyspec_status pyspec_cuda_malloc(int32_t device, int64_t bytes, void **out, pyspec_error *err) {
+    if (out) *out = NULL;
+    return pyspec_fail(err, PYSPEC_ERR_CUDA, NO_CUDA);
+}
+
+void pyspec_cuda_free(int32_t device, void *ptr) { (void)device; (void)ptr; }
+
+pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const void *src, int64_t bytes,
+                                 int32_t kind, void *stream, pyspec_error *err) {
+    return pyspec_fail(err, PYSPEC_ERR_CUDA, NO_CUDA);
+}

@@ -288,6 +288,16 @@ PYSPEC_API pyspec_status pyspec_cuda_verify_batch_sync(pyspec_cuda_verifier *ver
                                                        int32_t dtype, void *stream,
                                                        pyspec_error *err);
 
+/* Small helpers for bindings that have no CUDA library of their own (the Python package):
+ * device memory on `device`, and a copy enqueued on `stream` that returns once the stream
+ * has run it (kind: 0 host to device, 1 device to host, 2 device to device). */
+PYSPEC_API pyspec_status pyspec_cuda_malloc(int32_t device, int64_t bytes, void **out,
+                                            pyspec_error *err);
+PYSPEC_API void pyspec_cuda_free(int32_t device, void *ptr);
+PYSPEC_API pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const void *src,
+                                            int64_t bytes, int32_t kind, void *stream,
+                                            pyspec_error *err);
+
 /* PYSPEC_CDEF_END */
 
 #ifdef __cplusplus

@@ -365,3 +365,47 @@ extern "C" pyspec_status pyspec_cuda_verify_batch_sync(pyspec_cuda_verifier *v,
     if (st != PYSPEC_OK) return st;
     return pyspec_cuda_verifier_last_error(v, stream, err);
 }
+
+extern "C" pyspec_status pyspec_cuda_malloc(int32_t device, int64_t bytes, void **out,
+                                            pyspec_error *err) {
+    if (!out) return pyspec_fail(err, PYSPEC_ERR_NULL, "out is NULL");
+    *out = NULL;
+    if (bytes < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "bytes must be >= 0, got %lld", (long long)bytes);
+    int32_t count = 0;
+    pyspec_status st = pyspec_cuda_device_count(&count, err);
+    if (st != PYSPEC_OK) return st;
+    if (device < 0 || device >= count)
+        return pyspec_fail(err, PYSPEC_ERR_CUDA, "device %d does not exist (%d CUDA devices)", device, count);
+    DeviceScope scope(device);
+    if (!scope.ok) return cuda_fail(err, "cudaSetDevice", scope.error);
+    cudaError_t e = cudaMalloc(out, bytes > 0 ? (size_t)bytes : 1);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return cuda_fail(err, "cudaMalloc", e);
+    }
+    return PYSPEC_OK;
+}
+
+extern "C" void pyspec_cuda_free(int32_t device, void *ptr) {
+    if (!ptr) return;
+    DeviceScope scope(device);
+    cudaFree(ptr);
+}
+
+extern "C" pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const void *src,
+                                            int64_t bytes, int32_t kind, void *stream,
+                                            pyspec_error *err) {
+    if (bytes < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "bytes must be >= 0, got %lld", (long long)bytes);
+    if (bytes == 0) return PYSPEC_OK;
+    if (!dst || !src) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s is NULL", dst ? "src" : "dst");
+    if (kind < 0 || kind > 2) return pyspec_fail(err, PYSPEC_ERR_PARAM, "kind must be 0, 1 or 2, got %d", kind);
+    static const cudaMemcpyKind kinds[3] = { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                             cudaMemcpyDeviceToDevice };
+    DeviceScope scope(device);
+    if (!scope.ok) return cuda_fail(err, "cudaSetDevice", scope.error);
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)bytes, kinds[kind], st);
+    if (e != cudaSuccess) return cuda_fail(err, "cudaMemcpyAsync", e);
+    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return cuda_fail(err, "cudaStreamSynchronize", e);
+    return PYSPEC_OK;
+}
