@@ -242,9 +242,11 @@ PYSPEC_API void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t k
  * runtime's message when no driver or device can be found. */
 PYSPEC_API pyspec_status pyspec_cuda_device_count(int32_t *out_count, pyspec_error *err);
 
-/* A CUDA verifier owns all device workspace and a pinned staging buffer for the sequence
- * descriptors, allocated once: pyspec_cuda_verify_batch never allocates, so it can be
- * captured in a CUDA graph. One verifier serves one host thread at a time. */
+/* A CUDA verifier owns all device workspace, allocated once: pyspec_cuda_verify_batch
+ * never allocates and never waits for the device, so it can be captured in a CUDA graph
+ * (the descriptors travel as kernel parameters: a captured call keeps its own copy). One
+ * verifier serves one host thread at a time, and its calls must run in stream order (use
+ * one stream per verifier, or order the streams): they share the device workspace. */
 typedef struct pyspec_cuda_verifier pyspec_cuda_verifier;
 
 /* Creates a verifier on `device` for vocabularies up to max_vocab, calls of up to max_seqs
@@ -263,6 +265,9 @@ PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
  * params.penalty_history, out_tokens, out_logprobs, out_n_accepted) is a DEVICE pointer on
  * the verifier's device, except `draft_probs` itself, which points at a host struct.
  * Results are ready when the stream is. Emitted tokens are identical to the CPU path's.
+ * Launches: ceil(n_seqs / 96) descriptor copies, then 3 kernels (validate; one block per
+ * verify row; finish), whatever the draft lengths. Needs a driver for CUDA 12.1 or later
+ * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise.
  * What the host can check (NULLs, shapes, sampling parameters, capacity) is checked before
  * anything is enqueued and reported here with the CPU path's messages. What needs device
  * data (token ids in range, NaN/+inf logits, draft probabilities) is checked on the device:

@@ -47,8 +47,7 @@ extern "C" void pyspec_cuda_verifier_free(pyspec_cuda_verifier *v) {
     if (!v) return;
     DeviceScope scope(v->device);
     cudaDeviceSynchronize();
-    if (v->staged) cudaEventDestroy(v->staged);
-    cudaFreeHost(v->h_seqs);
+    free(v->h_seqs);
     cudaFree(v->d_seqs);
     cudaFree(v->d_seq_err);
     cudaFree(v->d_row_err);
@@ -86,17 +85,15 @@ extern "C" pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t 
     v->max_rows = max_rows;
     v->device = device;
     cudaError_t e;
-    const char *what = "cudaMallocHost";
-    if ((e = cudaMallocHost((void **)&v->h_seqs, (size_t)max_seqs * sizeof(pyspec_cuda_seq))) != cudaSuccess) goto fail;
-    what = "cudaMalloc";
+    const char *what = "cudaMalloc";
+    v->h_seqs = (pyspec_cuda_seq *)malloc(sizeof(pyspec_cuda_stage));
+    if (!v->h_seqs) { pyspec_cuda_verifier_free(v); return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "cannot allocate the staging buffer"); }
     if ((e = cudaMalloc((void **)&v->d_seqs, (size_t)max_seqs * sizeof(pyspec_cuda_seq))) != cudaSuccess) goto fail;
     if ((e = cudaMalloc((void **)&v->d_seq_err, (size_t)max_seqs * sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     if ((e = cudaMalloc((void **)&v->d_row_err, (size_t)max_rows * sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     if ((e = cudaMalloc((void **)&v->d_err, sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     what = "cudaMemset";
     if ((e = cudaMemset(v->d_err, 0, sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
-    what = "cudaEventCreate";
-    if ((e = cudaEventCreateWithFlags(&v->staged, cudaEventDisableTiming)) != cudaSuccess) goto fail;
     {
         int optin = 0;
         what = "cudaDeviceGetAttribute";
@@ -271,25 +268,21 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
     if (!scope.ok) return cuda_fail(err, "cudaSetDevice", scope.error);
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if ((e = cudaStreamIsCapturing(st, &capture)) != cudaSuccess) return cuda_fail(err, "cudaStreamIsCapturing", e);
-    /* The staging buffer is reused: wait until the previous call's copy out of it ran.
-     * (Not while capturing a graph: there the copy node reads the buffer at each replay.) */
-    if (v->staged_pending && capture == cudaStreamCaptureStatusNone) {
-        if ((e = cudaEventSynchronize(v->staged)) != cudaSuccess) return cuda_fail(err, "cudaEventSynchronize", e);
-        v->staged_pending = 0;
-    }
+    /* Descriptors go by value in the stage kernels' parameters, PYSPEC_CUDA_STAGE_SEQS per
+     * launch (one launch up to that many sequences): no host memory is read after a launch
+     * returns, so nothing here waits for the device. */
+    pyspec_cuda_stage *batch = (pyspec_cuda_stage *)v->h_seqs;
     int64_t base = 0;
-    for (int64_t s = 0; s < n_seqs; ++s) {
-        stage(&v->h_seqs[s], &seqs[s], base);
-        base += seqs[s].n_draft + 1;
-    }
-    if ((e = cudaMemcpyAsync(v->d_seqs, v->h_seqs, (size_t)n_seqs * sizeof(pyspec_cuda_seq),
-                             cudaMemcpyHostToDevice, st)) != cudaSuccess)
-        return cuda_fail(err, "cudaMemcpyAsync", e);
-    if (capture == cudaStreamCaptureStatusNone) {
-        if ((e = cudaEventRecord(v->staged, st)) != cudaSuccess) return cuda_fail(err, "cudaEventRecord", e);
-        v->staged_pending = 1;
+    for (int64_t first = 0; first < n_seqs; first += PYSPEC_CUDA_STAGE_SEQS) {
+        const int64_t n = n_seqs - first < PYSPEC_CUDA_STAGE_SEQS ? n_seqs - first : PYSPEC_CUDA_STAGE_SEQS;
+        batch->n = (int32_t)n;
+        batch->first = (int32_t)first;
+        for (int64_t j = 0; j < n; ++j) {
+            stage(&batch->seqs[j], &seqs[first + j], base);
+            base += seqs[first + j].n_draft + 1;
+        }
+        if ((e = pyspec_cuda_launch_stage(batch, v->d_seqs, st)) != cudaSuccess)
+            return cuda_fail(err, "the stage kernel launch", e);
     }
     if ((e = pyspec_cuda_launch_validate(v->d_seqs, n_seqs, n_vocab, v->d_seq_err, st)) != cudaSuccess)
         return cuda_fail(err, "the validate kernel launch", e);

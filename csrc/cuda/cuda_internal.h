@@ -73,18 +73,28 @@ typedef struct pyspec_cuda_err {
 struct pyspec_cuda_verifier {
     int64_t          max_vocab, max_seqs, max_rows;
     int32_t          device;
-    pyspec_cuda_seq *h_seqs;    /* pinned staging, max_seqs entries              */
-    pyspec_cuda_seq *d_seqs;    /* device copy                                   */
+    pyspec_cuda_seq *h_seqs;    /* host staging, max_seqs entries                */
+    pyspec_cuda_seq *d_seqs;    /* device copy (written by the stage kernel)     */
     pyspec_cuda_err *d_seq_err; /* max_seqs: validation result of each sequence  */
     pyspec_cuda_err *d_row_err; /* max_rows: result of each row                  */
     pyspec_cuda_err *d_err;     /* 1: the sticky first failure                   */
-    cudaEvent_t      staged;    /* recorded after the staging copy               */
-    int              staged_pending;
     size_t           max_dyn_smem;
 };
 
-/* Launchers (kernels.cu / verify_rows.cu). All enqueue on `stream` and return the launch
+/* Descriptors travel to the device as kernel parameters (by value: nothing on the host is
+ * read after the launch returns, so a call needs no host synchronisation and a captured
+ * CUDA graph keeps its own copy). Kernel parameters may take up to 32764 bytes on sm_70+
+ * since CUDA 12.1; one stage launch carries this many descriptors. */
+#define PYSPEC_CUDA_STAGE_SEQS 96
+typedef struct pyspec_cuda_stage {
+    int32_t         n, first;
+    pyspec_cuda_seq seqs[PYSPEC_CUDA_STAGE_SEQS];
+} pyspec_cuda_stage;
+
+/* Launchers (validate.cu / verify_rows.cu). All enqueue on `stream` and return the launch
  * error, if any. */
+cudaError_t pyspec_cuda_launch_stage(const pyspec_cuda_stage *batch, pyspec_cuda_seq *d_seqs,
+                                     cudaStream_t stream);
 cudaError_t pyspec_cuda_launch_validate(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
                                         int64_t n_vocab, pyspec_cuda_err *d_seq_err,
                                         cudaStream_t stream);

@@ -1,5 +1,6 @@
 /*
- * validate.cu - the two small kernels around the row kernel:
+ * validate.cu - the small kernels around the row kernel:
+ *   stage:    copies descriptors passed by value (kernel parameters) into device memory;
  *   validate: one block per sequence; checks the token ids the host cannot read (penalty
  *             history, drafts, sparse draft tokens) and resets out_n_accepted to n_draft,
  *             which the row kernel then lowers to the first stopping row;
@@ -113,6 +114,19 @@ static __global__ void finish_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs
             *err = row_err[seqs[s].row_base + *seqs[s].out_n_accepted];
         }
     }
+}
+
+static __global__ void stage_kernel(const pyspec_cuda_stage batch, pyspec_cuda_seq *dst) {
+    const uint32_t *src = (const uint32_t *)batch.seqs;
+    uint32_t *out = (uint32_t *)(dst + batch.first);
+    const int words = (int)(batch.n * sizeof(pyspec_cuda_seq) / 4);
+    for (int w = threadIdx.x; w < words; w += blockDim.x) out[w] = src[w];
+}
+
+cudaError_t pyspec_cuda_launch_stage(const pyspec_cuda_stage *batch, pyspec_cuda_seq *d_seqs,
+                                     cudaStream_t stream) {
+    stage_kernel<<<1, 256, 0, stream>>>(*batch, d_seqs);
+    return cudaGetLastError();
 }
 
 cudaError_t pyspec_cuda_launch_validate(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
