@@ -61,9 +61,22 @@ def _dlpack_device(obj):
         return None
 
 
+def _has_cai(obj) -> bool:
+    """Whether obj offers __cuda_array_interface__. Not hasattr: PyTorch raises TypeError
+    (not AttributeError) for a CUDA tensor whose dtype the protocol cannot name (bfloat16),
+    and AttributeError for a CPU tensor."""
+    try:
+        getattr(obj, "__cuda_array_interface__")
+        return True
+    except AttributeError:
+        return False
+    except Exception:  # noqa: BLE001 - there, but unusable: DLPack may still describe it
+        return True
+
+
 def where(obj) -> str:
     """"device" for a CUDA array, "host" for anything numpy can read in place, else "other"."""
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _has_cai(obj):
         return "device"
     dev = _dlpack_device(obj) if hasattr(obj, "__dlpack_device__") else None
     if dev is not None and dev[0] in (KDL_CUDA, KDL_CUDA_MANAGED):
@@ -163,7 +176,7 @@ def _from_dlpack(obj, name: str) -> DeviceArray:
 
 def describe(obj, name: str) -> DeviceArray:
     """The DeviceArray of a CUDA array (``__cuda_array_interface__`` first, then DLPack)."""
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _has_cai(obj):
         try:
             return _from_cai(obj, name)
         except PyspecError:

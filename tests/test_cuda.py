@@ -91,6 +91,38 @@ def test_device_arrays_are_recognised_by_protocol():
     assert b.strides == (16, 1)
 
 
+class FakeTorchBF16(FakeDLPack):
+    """Like a PyTorch bfloat16 CUDA tensor: the CUDA array interface raises TypeError."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise TypeError("Got unsupported ScalarType BFloat16")
+
+
+class FakeTorchCPU(FakeDLPack):
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor")
+
+
+def test_protocol_quirks_of_pytorch_tensors():
+    assert dev.where(FakeTorchBF16(dev.KDL_CUDA)) == "device"
+    assert dev.where(FakeTorchCPU(dev.KDL_CPU)) == "host"
+    with pytest.raises(PyspecError, match="__dlpack__\\(\\) failed"):
+        dev.describe(FakeTorchBF16(dev.KDL_CUDA), "target_logits")
+
+
+@pytest.mark.skipif(not hasattr(np.ndarray, "__dlpack__"), reason="numpy without DLPack")
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_dlpack_capsules_are_read_correctly(dtype):
+    # numpy exports host DLPack capsules: the same struct layout a CUDA tensor's has
+    a = np.arange(40, dtype=dtype).reshape(5, 8)[1:, :6]
+    d = dev._from_dlpack(a, "x")
+    assert d.ptr == a.ctypes.data
+    assert d.shape == (4, 6) and d.strides == (8, 1)
+    assert d.dtype == {np.float32: "float32", np.float16: "float16", np.int32: "int32"}[dtype]
+
+
 def _expect(match, fn, *args, **kwargs):
     with pytest.raises(PyspecError, match=match):
         fn(*args, **kwargs)
