@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "stage.h"
 
 static pyspec_status cuda_fail(pyspec_error *err, const char *what, cudaError_t e) {
     return pyspec_fail(err, PYSPEC_ERR_CUDA, "%s failed: %s (%s, %d)", what, cudaGetErrorString(e),
@@ -195,38 +196,6 @@ static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64
     return PYSPEC_OK;
 }
 
-static void stage(pyspec_cuda_seq *d, const pyspec_sequence *s, int64_t row_base) {
-    const pyspec_sampling_params *p = &s->params;
-    const pyspec_draft_probs *dp = s->n_draft > 0 ? s->draft_probs : NULL;
-    memset(d, 0, sizeof *d);
-    d->logits = s->target_logits;
-    d->row_stride = s->logits_row_stride;
-    d->draft = s->draft_tokens;
-    d->n_draft = s->n_draft;
-    d->q_probs = dp ? dp->probs : NULL;
-    d->q_tokens = dp ? dp->tokens : NULL;
-    d->q_stride = dp ? dp->row_stride : 0;
-    d->q_n = dp ? dp->n_per_row : 0;
-    d->temperature = p->temperature;
-    d->top_k = p->top_k;
-    d->top_p = p->top_p;
-    d->min_p = p->min_p;
-    d->log_min_p = p->min_p > 0.0f ? logf(p->min_p) : 0.0f;
-    d->seed = p->seed;
-    d->pen_on = pyspec_penalties_on(p);
-    d->pen_last_n = p->penalty_last_n;
-    d->pen_repeat = p->penalty_repeat;
-    d->pen_freq = p->penalty_freq;
-    d->pen_present = p->penalty_present;
-    d->history = p->penalty_history;
-    d->n_history = d->pen_on ? p->n_penalty_history : 0;
-    d->position = s->position;
-    d->out_tokens = s->out_tokens;
-    d->out_logprobs = s->out_logprobs;
-    d->out_n_accepted = s->out_n_accepted;
-    d->row_base = row_base;
-}
-
 extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
                                                   const pyspec_sequence *seqs, int64_t n_seqs,
                                                   int64_t n_vocab, int32_t dtype, void *stream,
@@ -278,7 +247,7 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
         batch->n = (int32_t)n;
         batch->first = (int32_t)first;
         for (int64_t j = 0; j < n; ++j) {
-            stage(&batch->seqs[j], &seqs[first + j], base);
+            pyspec_cuda_stage_seq(&batch->seqs[j], &seqs[first + j], base);
             base += seqs[first + j].n_draft + 1;
         }
         if ((e = pyspec_cuda_launch_stage(batch, v->d_seqs, st)) != cudaSuccess)

@@ -6,8 +6,10 @@
 #ifndef PYSPEC_CUDA_BLOCK_OPS_CUH
 #define PYSPEC_CUDA_BLOCK_OPS_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#ifndef PYSPEC_CUDA_EMULATE
+#  include <cuda_bf16.h>
+#  include <cuda_fp16.h>
+#endif
 #include <stdint.h>
 
 #include "cuda_internal.h"

@@ -6,7 +6,9 @@
 #ifndef PYSPEC_CUDA_INTERNAL_H
 #define PYSPEC_CUDA_INTERNAL_H
 
-#include <cuda_runtime.h>
+#ifndef PYSPEC_CUDA_EMULATE /* tests/cuda_emu runs the kernels on the host */
+#  include <cuda_runtime.h>
+#endif
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -123,6 +123,7 @@ static __global__ void stage_kernel(const pyspec_cuda_stage batch, pyspec_cuda_s
     for (int w = threadIdx.x; w < words; w += blockDim.x) out[w] = src[w];
 }
 
+#ifndef PYSPEC_CUDA_EMULATE
 cudaError_t pyspec_cuda_launch_stage(const pyspec_cuda_stage *batch, pyspec_cuda_seq *d_seqs,
                                      cudaStream_t stream) {
     stage_kernel<<<1, 256, 0, stream>>>(*batch, d_seqs);
@@ -143,3 +144,4 @@ cudaError_t pyspec_cuda_launch_finish(const pyspec_cuda_seq *d_seqs, int64_t n_s
     finish_kernel<<<1, 256, 0, stream>>>(d_seqs, n_seqs, d_seq_err, d_row_err, d_err);
     return cudaGetLastError();
 }
+#endif /* PYSPEC_CUDA_EMULATE */

@@ -24,7 +24,9 @@
  * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
  * is already below its row.
  */
-#include <cub/block/block_scan.cuh>
+#ifndef PYSPEC_CUDA_EMULATE
+#  include <cub/block/block_scan.cuh>
+#endif
 #include <float.h>
 #include <math.h>
 
@@ -319,7 +321,11 @@ static __global__ void __launch_bounds__(NT)
 rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
             int32_t window_cap, int32_t sparse_cap, const pyspec_cuda_err *seq_err,
             pyspec_cuda_err *row_err) {
+#ifdef PYSPEC_CUDA_EMULATE
+    unsigned char *dyn = emu::dynamic_smem;
+#else
     extern __shared__ __align__(16) unsigned char dyn[];
+#endif
     __shared__ Shared sh;
     const int64_t g = blockIdx.x;
     int64_t lo = 0, hi = n_seqs - 1; /* the sequence owning row g */
@@ -540,6 +546,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     }
 }
 
+#ifndef PYSPEC_CUDA_EMULATE
 size_t pyspec_cuda_rows_smem(int32_t window_cap, int32_t sparse_cap) {
     return (size_t)sparse_cap * (sizeof(unsigned long long) + sizeof(float)) +
            (size_t)window_cap * sizeof(int32_t);
@@ -560,3 +567,4 @@ cudaError_t pyspec_cuda_launch_rows(const pyspec_cuda_seq *d_seqs, int64_t n_seq
                                                             d_row_err);
     return cudaGetLastError();
 }
+#endif /* PYSPEC_CUDA_EMULATE */

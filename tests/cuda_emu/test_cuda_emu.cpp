@@ -1,0 +1,396 @@
+// test_cuda_emu.cpp - runs the CUDA kernels of pyspec on the host (emu.h: one std::thread
+// per CUDA thread) and compares what they emit with a plain sequential implementation of
+// the portable-draw rules (fixed-point weights, token-id-order draws; see csrc/draw.h), over
+// random cases: every dtype, mode (greedy, point-mass, dense q, sparse q with repeated
+// tokens), transform combination, ties, -inf entries, penalties, ragged batches, errors.
+// Greedy rows are also compared with the CPU library (whose sampling rows follow the
+// portable rules only once that change is merged).
+//
+// This tests the kernels' logic (radix selects, nucleus walk, scans, skipping, error
+// records) without a GPU. It does not test the CUDA compiler, memory spaces, or timing.
+//
+// Usage: test_cuda_emu [n_cases] [block_threads]
+#include "emu.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+
+// The kernels, compiled for the host.
+#include "../../csrc/cuda/validate.cu"
+#include "../../csrc/cuda/verify_rows.cu"
+#include "../../csrc/cuda/stage.h"
+
+// ---- the emulator's state ---------------------------------------------------------------
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx_shared, blockDim;
+namespace emu {
+std::unique_ptr<std::barrier<>> block_barrier;
+std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+uint64_t warp_exchange[32][32];
+alignas(16) unsigned char dynamic_smem[1 << 18];
+
+void launch(unsigned blocks, unsigned threads, const std::function<void()> &body) {
+    blockDim.x = threads;
+    block_barrier = std::make_unique<std::barrier<>>(threads);
+    warp_barriers.clear();
+    for (unsigned w = 0; w < threads / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    for (unsigned b = 0; b < blocks; ++b) {
+        blockIdx_shared.x = b;
+        std::vector<std::thread> ts;
+        ts.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t)
+            ts.emplace_back([&body, t] { threadIdx.x = t; body(); });
+        for (auto &t : ts) t.join();
+    }
+}
+}  // namespace emu
+
+static int32_t pow2_at_least(int64_t n) {
+    if (n <= 0) return 0;
+    int32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+// The three kernels of a call, as api.cu enqueues them (descriptors staged by hand).
+struct EmuResult { int status; pyspec_cuda_err err; };
+static EmuResult run_emulated(const pyspec_sequence *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
+                              unsigned threads) {
+    std::vector<pyspec_cuda_seq> d(n_seqs);
+    int64_t base = 0, window = 0, sparse = 0;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        pyspec_cuda_stage_seq(&d[s], &seqs[s], base);
+        base += seqs[s].n_draft + 1;
+        const pyspec_sampling_params &p = seqs[s].params;
+        if (pyspec_penalties_on(&p)) {
+            int64_t w = p.penalty_last_n < 0 ? p.n_penalty_history + seqs[s].n_draft : p.penalty_last_n;
+            window = std::max(window, std::min(w, p.n_penalty_history + seqs[s].n_draft));
+        }
+        if (seqs[s].draft_probs && seqs[s].draft_probs->tokens && seqs[s].n_draft > 0)
+            sparse = std::max(sparse, seqs[s].draft_probs->n_per_row);
+    }
+    const int64_t total_rows = base;
+    std::vector<pyspec_cuda_err> seq_err(n_seqs), row_err(total_rows);
+    pyspec_cuda_err err;
+    memset(&err, 0, sizeof err);
+    const pyspec_cuda_seq *dp = d.data();
+    emu::launch((unsigned)n_seqs, 64, [&] { validate_kernel(dp, V, seq_err.data()); });
+    const int32_t wc = pow2_at_least(window), sc = pow2_at_least(sparse);
+    emu::launch((unsigned)total_rows, threads,
+                [&] { rows_kernel(dp, n_seqs, V, dtype, wc, sc, seq_err.data(), row_err.data()); });
+    emu::launch(1, 64, [&] { finish_kernel(dp, n_seqs, seq_err.data(), row_err.data(), &err); });
+    return { err.status, err };
+}
+
+// ---- the reference: the portable-draw rules, one row at a time, sequentially ------------
+static float ref_load(const void *row, int32_t dtype, int64_t t) {
+    if (dtype == PYSPEC_F32) return ((const float *)row)[t];
+    uint16_t b = ((const uint16_t *)row)[t];
+    if (dtype == PYSPEC_F16) return __half2float(__half{ b });
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+struct RefRow { int status = 0; int32_t token = -1; bool stops = false; };
+
+static int32_t ref_draw(const std::vector<uint64_t> &w, uint64_t total, double u) {
+    const uint64_t target = pyspec_draw_target(u, total);
+    uint64_t cum = 0;
+    for (size_t t = 0; t < w.size(); ++t) {
+        cum += w[t];
+        if (w[t] && cum > target) return (int32_t)t;
+    }
+    return -2;
+}
+
+static float ref_q(const pyspec_draft_probs *dp, int64_t i, int32_t t) {
+    const float *probs = dp->probs + i * dp->row_stride;
+    if (!dp->tokens) return probs[t];
+    const int32_t *tok = dp->tokens + i * dp->row_stride;
+    float v = 0.0f;
+    for (int64_t j = 0; j < dp->n_per_row; ++j) if (tok[j] == t) v += probs[j];
+    return v;
+}
+
+static RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int32_t dtype) {
+    RefRow out;
+    const size_t elem = dtype == PYSPEC_F32 ? 4 : 2;
+    const void *row = (const char *)s.target_logits + (size_t)(i * s.logits_row_stride) * elem;
+    const pyspec_sampling_params &p = s.params;
+    std::map<int32_t, int32_t> count;
+    if (pyspec_penalties_on(&p)) {
+        const int64_t total = p.n_penalty_history + i;
+        int64_t len = p.penalty_last_n < 0 ? total : std::min<int64_t>(total, p.penalty_last_n);
+        for (int64_t j = total - len; j < total; ++j)
+            ++count[j < p.n_penalty_history ? p.penalty_history[j] : s.draft_tokens[j - p.n_penalty_history]];
+    }
+    std::vector<float> l(V);
+    for (int64_t t = 0; t < V; ++t) {
+        float raw = ref_load(row, dtype, t);
+        if (std::isnan(raw) || raw == INFINITY) { out.status = PYSPEC_ERR_LOGITS; return out; }
+        auto c = count.find((int32_t)t);
+        if (c != count.end() && raw > -INFINITY) {
+            raw = pyspec_penalised_logit(raw, c->second, p.penalty_repeat, p.penalty_freq, p.penalty_present);
+            if (raw > FLT_MAX) raw = FLT_MAX;
+        }
+        l[t] = raw;
+    }
+    std::vector<int32_t> order;
+    for (int64_t t = 0; t < V; ++t) if (l[t] > -INFINITY) order.push_back((int32_t)t);
+    if (order.empty()) { out.status = PYSPEC_ERR_LOGITS; return out; }
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    const float max_logit = l[order[0]];
+    const int shift = pyspec_weight_shift(V);
+    std::vector<uint64_t> w(V, 0);
+    std::vector<char> kept(V, 0);
+    uint64_t total = 0;
+    const bool greedy = !(p.temperature > 0.0f);
+    if (greedy) {
+        w[order[0]] = total = (uint64_t)1 << shift;
+        kept[order[0]] = 1;
+    } else {
+        const int64_t n = (int64_t)order.size();
+        const int64_t nk = p.top_k > 0 && p.top_k < V ? std::min<int64_t>(p.top_k, n) : n;
+        int64_t np = nk, nm = n;
+        if (p.top_p < 1.0f) {
+            uint64_t z = 0, cum = 0;
+            for (int64_t j = 0; j < nk; ++j) z += pyspec_fixed_weight(pyspec_exp_portable(l[order[j]] - max_logit), shift);
+            const double target = (double)p.top_p * (double)z;
+            for (int64_t j = 0; j < nk; ++j) {
+                cum += pyspec_fixed_weight(pyspec_exp_portable(l[order[j]] - max_logit), shift);
+                if ((double)cum >= target) { np = j + 1; break; }
+            }
+        }
+        if (p.min_p > 0.0f) {
+            const float thr = max_logit + logf(p.min_p);
+            nm = 0;
+            while (nm < n && l[order[nm]] >= thr) ++nm;
+        }
+        const int64_t m = std::min(nk, std::min(np, nm));
+        for (int64_t j = 0; j < m; ++j) {
+            const int32_t t = order[j];
+            w[t] = pyspec_fixed_weight(pyspec_exp_portable((l[t] - max_logit) / p.temperature), shift);
+            total += w[t];
+            kept[t] = 1;
+        }
+    }
+    const int64_t pos = s.position + i;
+    if (i == s.n_draft || !s.draft_probs) {
+        out.token = ref_draw(w, total, pyspec_uniform_keyed(p.seed, pos, PYSPEC_PURPOSE_SAMPLE));
+        out.stops = i == s.n_draft || out.token != s.draft_tokens[i];
+        return out;
+    }
+    const int32_t x = s.draft_tokens[i];
+    const float qx = ref_q(s.draft_probs, i, x);
+    if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) { out.status = PYSPEC_ERR_DRAFT_PROBS; return out; }
+    const double px = (double)w[x] / (double)total;
+    if (pyspec_accepts(pyspec_uniform_keyed(p.seed, pos, PYSPEC_PURPOSE_ACCEPT), (double)qx, px)) {
+        out.token = x;
+        return out;
+    }
+    std::vector<uint64_t> r(V, 0);
+    uint64_t rt = 0;
+    for (int64_t t = 0; t < V; ++t) {
+        if (!kept[t]) continue;
+        const float qt = ref_q(s.draft_probs, i, (int32_t)t);
+        if (!(qt >= 0.0f && qt <= 1.0001f)) { out.status = PYSPEC_ERR_DRAFT_PROBS; return out; }
+        r[t] = pyspec_fixed_residual(w[t], total, (double)qt);
+        rt += r[t];
+    }
+    const double u = pyspec_uniform_keyed(p.seed, pos, PYSPEC_PURPOSE_RESIDUAL);
+    out.token = rt > 0 ? ref_draw(r, rt, u) : ref_draw(w, total, u);
+    out.stops = true;
+    return out;
+}
+
+struct RefSeq { int status = 0; int64_t n_accepted = 0; std::vector<int32_t> tokens; };
+static RefSeq ref_seq(const pyspec_sequence &s, int64_t V, int32_t dtype) {
+    RefSeq out;
+    for (int64_t i = 0; i <= s.n_draft; ++i) {
+        RefRow r = ref_row(s, i, V, dtype);
+        if (r.status) { out.status = r.status; return out; }
+        out.tokens.push_back(r.token);
+        if (r.stops) { out.n_accepted = i; return out; }
+    }
+    return out;
+}
+
+// ---- random cases -------------------------------------------------------------------------
+static uint16_t to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if (std::isnan(f)) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static uint16_t to_f16(float f) { // round to nearest even, via the float bits
+    uint32_t x = __float_as_uint(f), sign = (x >> 16) & 0x8000u;
+    if (std::isnan(f)) return 0x7e00;
+    float a = std::fabs(f);
+    if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) return (uint16_t)(sign | (uint16_t)std::nearbyint(a * 16777216.0f));
+    uint32_t ax = __float_as_uint(a);
+    uint32_t mant = ax & 0x7fffffu, exp = (ax >> 23) - 112;
+    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+    return (uint16_t)(sign | h);
+}
+
+int main(int argc, char **argv) {
+    const int n_cases = argc > 1 ? atoi(argv[1]) : 300;
+    const unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 64;
+    std::mt19937_64 rng(20261129);
+    pyspec_verifier *cpu = NULL;
+    pyspec_error e;
+    if (pyspec_verifier_create(20000, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
+    int failures = 0, greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0, with_errors = 0;
+    const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
+    for (int c = 0; c < n_cases; ++c) {
+        const int64_t V = V_LIST[rng() % 6];
+        const int32_t dtype = (int32_t)(rng() % 3);
+        const int mode = (int)(rng() % 4); // 0 point, 1 self, 2 dense, 3 sparse
+        const int n_seqs = 1 + (int)(rng() % 3);
+        const bool ties = rng() % 3 == 0, masks = rng() % 4 == 0, inject = rng() % 25 == 0;
+        std::vector<int> ks(n_seqs);
+        int rows = 0;
+        for (int s = 0; s < n_seqs; ++s) { ks[s] = (int)(rng() % 5); rows += ks[s] + 1; }
+        std::vector<float> f((size_t)rows * V);
+        std::extreme_value_distribution<float> g(0.0f, 2.0f);
+        for (auto &x : f) x = ties ? std::round(g(rng)) : g(rng);
+        for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] += 8.0f;
+        if (masks) for (auto &x : f) if (rng() % 3 == 0) x = -INFINITY;
+        if (masks) for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] = 1.0f; // one finite
+        if (inject) f[rng() % f.size()] = rng() % 2 ? NAN : INFINITY;
+        std::vector<uint16_t> h16(f.size());
+        const void *logits = f.data();
+        if (dtype != PYSPEC_F32) {
+            for (size_t j = 0; j < f.size(); ++j) h16[j] = dtype == PYSPEC_F16 ? to_f16(f[j]) : to_bf16(f[j]);
+            logits = h16.data();
+        }
+        const size_t elem = dtype == PYSPEC_F32 ? 4 : 2;
+        std::vector<int32_t> drafts(rows), hist(n_seqs * 12), qtok((size_t)rows * 8);
+        std::vector<float> q(mode == 2 ? (size_t)rows * V : 1), qs((size_t)rows * 8);
+        std::vector<pyspec_sequence> seqs(n_seqs);
+        std::vector<pyspec_draft_probs> dps(n_seqs);
+        std::vector<int32_t> out_cpu(rows), out_emu(rows);
+        std::vector<int64_t> n_cpu(n_seqs), n_emu(n_seqs);
+        int row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            pyspec_sequence &sq = seqs[s];
+            memset(&sq, 0, sizeof sq);
+            const int k = ks[s];
+            for (int i = 0; i < k; ++i) {
+                int32_t d = (int32_t)(rng() % V);
+                if (mode == 1 || rng() % 2) { // the row's maximum (often accepted)
+                    const float *r = f.data() + (size_t)(row0 + i) * V;
+                    d = (int32_t)(std::max_element(r, r + V) - r);
+                }
+                drafts[row0 + i] = d;
+                if (mode == 2) {
+                    float *qr = q.data() + (size_t)(row0 + i) * V, sum = 0.0f;
+                    const bool one_hot = rng() % 4 == 0;
+                    for (int64_t t = 0; t < V; ++t) { qr[t] = one_hot ? 0.0f : (float)(rng() % 4 == 0 ? rng() % 100 : 0); sum += qr[t]; }
+                    qr[d] += 50.0f; sum += 50.0f;
+                    for (int64_t t = 0; t < V; ++t) qr[t] /= sum;
+                } else if (mode == 3) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < 8; ++j) {
+                        qtok[(size_t)(row0 + i) * 8 + j] = j == 0 || rng() % 3 == 0 ? d : (int32_t)(rng() % V);
+                        qs[(size_t)(row0 + i) * 8 + j] = (float)(1 + rng() % 50);
+                        sum += qs[(size_t)(row0 + i) * 8 + j];
+                    }
+                    for (int j = 0; j < 8; ++j) qs[(size_t)(row0 + i) * 8 + j] /= sum;
+                }
+            }
+            for (int j = 0; j < 12; ++j) hist[s * 12 + j] = (int32_t)(rng() % V);
+            sq.target_logits = (const char *)logits + (size_t)row0 * V * elem;
+            sq.logits_row_stride = V;
+            sq.draft_tokens = drafts.data() + row0;
+            sq.n_draft = k;
+            pyspec_sampling_params &p = sq.params;
+            p.seed = rng();
+            p.top_p = 1.0f;
+            p.penalty_repeat = 1.0f;
+            switch (rng() % 9) {
+            case 0: p.temperature = 0.0f; break;
+            case 1: p.temperature = 1.0f; break;
+            case 2: p.temperature = 0.8f; p.top_k = 40; p.top_p = 0.95f; p.min_p = 0.05f; break;
+            case 3: p.temperature = 1.2f; p.top_p = 0.7f; break;
+            case 4: p.temperature = 1.0f; p.min_p = 0.2f; break;
+            case 5: p.temperature = 0.7f; p.top_k = 1 + (int)(rng() % 3); break;
+            case 6: p.temperature = 1.0f; p.top_k = 5; p.top_p = 0.5f; break;
+            case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = 8; p.penalty_repeat = 1.3f;
+                    p.penalty_freq = 0.5f; p.penalty_present = 0.25f; break;
+            case 8: p.temperature = 0.9f; p.top_p = 0.8f; p.penalty_last_n = -1; p.penalty_repeat = 1.5f; break;
+            }
+            p.penalty_history = hist.data() + s * 12;
+            p.n_penalty_history = 12;
+            sq.position = (int64_t)(rng() % 100000);
+            if (mode >= 2) {
+                dps[s].probs = mode == 2 ? q.data() + (size_t)row0 * V : qs.data() + (size_t)row0 * 8;
+                dps[s].tokens = mode == 3 ? qtok.data() + (size_t)row0 * 8 : NULL;
+                dps[s].row_stride = mode == 2 ? V : 8;
+                dps[s].n_per_row = mode == 3 ? 8 : 0;
+                sq.draft_probs = &dps[s];
+            }
+            row0 += k + 1;
+        }
+        // the CPU library
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            seqs[s].out_tokens = out_cpu.data() + row0; seqs[s].out_n_accepted = &n_cpu[s]; row0 += ks[s] + 1;
+        }
+        const int st_cpu = pyspec_verify_batch(cpu, seqs.data(), n_seqs, V, dtype, 1, &e);
+        // the emulated GPU
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s]; row0 += ks[s] + 1;
+        }
+        EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads);
+        // the reference, sequence by sequence (its first error is the call's)
+        int st_ref = 0;
+        std::vector<RefSeq> ref(n_seqs);
+        for (int s = 0; s < n_seqs && !st_ref; ++s) { ref[s] = ref_seq(seqs[s], V, dtype); st_ref = ref[s].status; }
+        ++compared;
+        if (st_ref || em.status || st_cpu) {
+            ++with_errors;
+            if (st_ref != em.status || st_cpu != em.status) {
+                ++failures;
+                printf("case %d: status ref %d emu %d (kind %d seq %lld row %lld) cpu %d (%s)\n", c, st_ref, em.status,
+                       em.err.kind, (long long)em.err.seq, (long long)em.err.row, st_cpu, e.message);
+            }
+            continue;
+        }
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            bool same = n_emu[s] == ref[s].n_accepted;
+            for (int64_t i = 0; same && i <= n_emu[s]; ++i) same = out_emu[row0 + i] == ref[s].tokens[i];
+            if (!same) {
+                ++failures;
+                printf("case %d seq %d: V %lld dtype %d mode %d T %g top_k %d top_p %g min_p %g pen %d: emu n %lld, ref n %lld",
+                       c, s, (long long)V, dtype, mode, seqs[s].params.temperature, seqs[s].params.top_k,
+                       seqs[s].params.top_p, seqs[s].params.min_p, seqs[s].params.penalty_last_n,
+                       (long long)n_emu[s], (long long)ref[s].n_accepted);
+                for (int64_t i = 0; i <= std::min<int64_t>(n_emu[s], (int64_t)ref[s].tokens.size() - 1); ++i)
+                    printf(" [%d %d]", out_emu[row0 + i], ref[s].tokens[i]);
+                printf("\n");
+            }
+            bool same_cpu = n_emu[s] == n_cpu[s];
+            for (int64_t i = 0; same_cpu && i <= n_emu[s]; ++i) same_cpu = out_emu[row0 + i] == out_cpu[row0 + i];
+            if (!same_cpu) {
+                if (!(seqs[s].params.temperature > 0.0f)) ++greedy_cpu_diff;
+                else ++sampled_cpu_diff;
+            }
+            row0 += ks[s] + 1;
+        }
+    }
+    printf("%d cases (%d with errors), %d block threads: %d differ from the reference; vs the CPU library: "
+           "%d greedy sequences differ, %d sampled sequences differ\n",
+           compared, with_errors, threads, failures, greedy_cpu_diff, sampled_cpu_diff);
+    pyspec_verifier_free(cpu);
+    return failures || greedy_cpu_diff ? 1 : 0;
+}
