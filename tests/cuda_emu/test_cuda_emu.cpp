@@ -9,7 +9,9 @@
 // This tests the kernels' logic (radix selects, nucleus walk, scans, skipping, error
 // records) without a GPU. It does not test the CUDA compiler, memory spaces, or timing.
 //
-// Usage: test_cuda_emu [n_cases] [block_threads]
+// Usage: test_cuda_emu [n_cases] [block_threads] [big]
+//   big = 1: vocabularies of 32000 and 151936, penalty windows of up to 3000 tokens and
+//   sparse draft rows of 300 entries (slower).
 #include "emu.h"
 
 #include <algorithm>
@@ -243,14 +245,16 @@ static uint16_t to_f16(float f) { // round to nearest even, via the float bits
 int main(int argc, char **argv) {
     const int n_cases = argc > 1 ? atoi(argv[1]) : 300;
     const unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 64;
+    const bool big = argc > 3 && atoi(argv[3]) != 0;
+    const int H = big ? 3000 : 12, M = big ? 300 : 8; /* history length, sparse entries per row */
     std::mt19937_64 rng(20261129);
     pyspec_verifier *cpu = NULL;
     pyspec_error e;
-    if (pyspec_verifier_create(20000, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
+    if (pyspec_verifier_create(151936, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
     int failures = 0, greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0, with_errors = 0;
     const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
     for (int c = 0; c < n_cases; ++c) {
-        const int64_t V = V_LIST[rng() % 6];
+        const int64_t V = big ? (rng() % 2 ? 32000 : 151936) : V_LIST[rng() % 6];
         const int32_t dtype = (int32_t)(rng() % 3);
         const int mode = (int)(rng() % 4); // 0 point, 1 self, 2 dense, 3 sparse
         const int n_seqs = 1 + (int)(rng() % 3);
@@ -272,8 +276,8 @@ int main(int argc, char **argv) {
             logits = h16.data();
         }
         const size_t elem = dtype == PYSPEC_F32 ? 4 : 2;
-        std::vector<int32_t> drafts(rows), hist(n_seqs * 12), qtok((size_t)rows * 8);
-        std::vector<float> q(mode == 2 ? (size_t)rows * V : 1), qs((size_t)rows * 8);
+        std::vector<int32_t> drafts(rows), hist((size_t)n_seqs * H), qtok((size_t)rows * M);
+        std::vector<float> q(mode == 2 ? (size_t)rows * V : 1), qs((size_t)rows * M);
         std::vector<pyspec_sequence> seqs(n_seqs);
         std::vector<pyspec_draft_probs> dps(n_seqs);
         std::vector<int32_t> out_cpu(rows), out_emu(rows);
@@ -298,15 +302,15 @@ int main(int argc, char **argv) {
                     for (int64_t t = 0; t < V; ++t) qr[t] /= sum;
                 } else if (mode == 3) {
                     float sum = 0.0f;
-                    for (int j = 0; j < 8; ++j) {
-                        qtok[(size_t)(row0 + i) * 8 + j] = j == 0 || rng() % 3 == 0 ? d : (int32_t)(rng() % V);
-                        qs[(size_t)(row0 + i) * 8 + j] = (float)(1 + rng() % 50);
-                        sum += qs[(size_t)(row0 + i) * 8 + j];
+                    for (int j = 0; j < M; ++j) {
+                        qtok[(size_t)(row0 + i) * M + j] = j == 0 || rng() % 3 == 0 ? d : (int32_t)(rng() % V);
+                        qs[(size_t)(row0 + i) * M + j] = (float)(1 + rng() % 50);
+                        sum += qs[(size_t)(row0 + i) * M + j];
                     }
-                    for (int j = 0; j < 8; ++j) qs[(size_t)(row0 + i) * 8 + j] /= sum;
+                    for (int j = 0; j < M; ++j) qs[(size_t)(row0 + i) * M + j] /= sum;
                 }
             }
-            for (int j = 0; j < 12; ++j) hist[s * 12 + j] = (int32_t)(rng() % V);
+            for (int j = 0; j < H; ++j) hist[(size_t)s * H + j] = (int32_t)(rng() % std::min<int64_t>(V, big ? 500 : V));
             sq.target_logits = (const char *)logits + (size_t)row0 * V * elem;
             sq.logits_row_stride = V;
             sq.draft_tokens = drafts.data() + row0;
@@ -323,18 +327,18 @@ int main(int argc, char **argv) {
             case 4: p.temperature = 1.0f; p.min_p = 0.2f; break;
             case 5: p.temperature = 0.7f; p.top_k = 1 + (int)(rng() % 3); break;
             case 6: p.temperature = 1.0f; p.top_k = 5; p.top_p = 0.5f; break;
-            case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = 8; p.penalty_repeat = 1.3f;
+            case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = big ? 2500 : 8; p.penalty_repeat = 1.3f;
                     p.penalty_freq = 0.5f; p.penalty_present = 0.25f; break;
             case 8: p.temperature = 0.9f; p.top_p = 0.8f; p.penalty_last_n = -1; p.penalty_repeat = 1.5f; break;
             }
-            p.penalty_history = hist.data() + s * 12;
-            p.n_penalty_history = 12;
+            p.penalty_history = hist.data() + (size_t)s * H;
+            p.n_penalty_history = H;
             sq.position = (int64_t)(rng() % 100000);
             if (mode >= 2) {
-                dps[s].probs = mode == 2 ? q.data() + (size_t)row0 * V : qs.data() + (size_t)row0 * 8;
-                dps[s].tokens = mode == 3 ? qtok.data() + (size_t)row0 * 8 : NULL;
-                dps[s].row_stride = mode == 2 ? V : 8;
-                dps[s].n_per_row = mode == 3 ? 8 : 0;
+                dps[s].probs = mode == 2 ? q.data() + (size_t)row0 * V : qs.data() + (size_t)row0 * M;
+                dps[s].tokens = mode == 3 ? qtok.data() + (size_t)row0 * M : NULL;
+                dps[s].row_stride = mode == 2 ? V : M;
+                dps[s].n_per_row = mode == 3 ? M : 0;
                 sq.draft_probs = &dps[s];
             }
             row0 += k + 1;
