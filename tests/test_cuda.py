@@ -432,3 +432,136 @@ def test_gpu_errors_are_reported_after_the_stream():
     # the verifier works normally after an error
     r = pyspec.verify(to_device(ok), [5, 1], None, SamplingParams.greedy_params())
     assert r.n_accepted >= 1
+
+
+# ---- the Python device path, with host memory posing as a device -------------------------
+# Every pointer the device path builds is a plain address, so with host arrays dressed as
+# CUDA arrays and the CUDA calls replaced by their CPU counterparts (pyspec_verify_batch on
+# the same descriptors, memmove for copies), the whole Python side runs here: argument
+# handling, uploads of host token lists, arena offsets, result extraction.
+
+class HostAsDevice:
+    """A numpy array presenting the CUDA array interface (device 0)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        contiguous = arr.flags.c_contiguous
+        self.__cuda_array_interface__ = {
+            "shape": arr.shape, "typestr": arr.dtype.str, "data": (arr.ctypes.data, False),
+            "strides": None if contiguous else arr.strides, "version": 3}
+        self.device = type("Dev", (), {"id": 0})()
+
+    def __getitem__(self, item):
+        return HostAsDevice(self.arr[item])
+
+
+class _HostBuffer:
+    def __init__(self, device, nbytes):
+        self.device, self.nbytes = device, nbytes
+        self.buf = np.zeros(nbytes, np.uint8)
+
+    def address(self, offset=0):
+        return self.buf.ctypes.data + offset
+
+
+class _CpuBackedVerifier:
+    def __init__(self):
+        self._arena = None
+        self.status, self.message = 0, ""
+
+    def arena(self, nbytes):
+        if self._arena is None or self._arena.nbytes < nbytes:
+            self._arena = _HostBuffer(0, max(nbytes, 1 << 16))
+        return self._arena
+
+    def enqueue(self, seqs, n_seqs, n_vocab, dtype, stream):
+        from pyspec.verifier import _VERIFIERS as cpu  # noqa: PLC0415
+
+        err = ffi.new("pyspec_error *")
+        st = lib.pyspec_verify_batch(cpu.get(n_vocab, 1), seqs, n_seqs, n_vocab, dtype, 1, err)
+        if st and not self.status:
+            self.status, self.message = st, ffi.string(err.message).decode()
+
+    def last_error(self, stream):
+        st, self.status = self.status, 0
+        pyspec.errors.raise_for_status(st, self.message)
+
+
+@pytest.fixture
+def host_as_device(monkeypatch):
+    import ctypes  # noqa: PLC0415
+
+    verifier = _CpuBackedVerifier()
+    monkeypatch.setattr(pyspec.cuda, "_require_cuda", lambda: None)
+    monkeypatch.setattr(pyspec.cuda, "_memcpy", lambda dev_, dst, src, n, kind, s: ctypes.memmove(dst, src, n))
+    monkeypatch.setattr(pyspec.cuda._VERIFIERS, "get", lambda *a: verifier)
+    return verifier
+
+
+@pytest.mark.parametrize("mode", ["point", "dense", "sparse"])
+def test_python_device_path_equals_host_path(host_as_device, mode):
+    rng = np.random.default_rng(5)
+    V = 500
+    reqs_h, reqs_d = [], []
+    for s in range(5):
+        k = int(rng.integers(0, 5))
+        logits = rng.standard_normal((k + 1, V)).astype(np.float32 if s % 2 else np.float16)
+        draft = [int(x) for x in rng.integers(0, V, size=k)]
+        probs_h = probs_d = None
+        if mode == "dense" and k:
+            probs_h = rng.dirichlet(np.ones(V), size=k).astype(np.float32)
+            probs_h[np.arange(k), draft] += 0.1
+            probs_d = HostAsDevice(probs_h)
+        elif mode == "sparse" and k:
+            toks = rng.integers(0, V, size=(k, 6)).astype(np.int32)
+            toks[:, 0] = draft
+            vals = rng.dirichlet(np.ones(6), size=k).astype(np.float32)
+            probs_h = SparseDraftProbs(toks, vals)
+            probs_d = SparseDraftProbs(HostAsDevice(toks), HostAsDevice(vals))
+        params = PARAMS[s % len(PARAMS)]
+        history = [int(x) for x in rng.integers(0, V, size=30)]
+        dev_draft = HostAsDevice(np.array(draft, np.int32)) if s == 3 else draft
+        reqs_h.append(VerifyRequest(logits, draft, probs_h, params, 7 * s, history))
+        reqs_d.append(VerifyRequest(HostAsDevice(logits), dev_draft, probs_d, params, 7 * s, history))
+    if mode == "point":  # all logits must share a dtype in one call
+        reqs_h = [r for i, r in enumerate(reqs_h) if i % 2]
+        reqs_d = [r for i, r in enumerate(reqs_d) if i % 2]
+        want = pyspec.verify_batch(reqs_h, logprobs=True)
+        got = pyspec.verify_batch(reqs_d, logprobs=True)
+    else:
+        want = [pyspec.verify_batch([r], logprobs=True)[0] for r in reqs_h]
+        got = [pyspec.verify_batch([r], logprobs=True)[0] for r in reqs_d]
+    for g, w in zip(got, want):
+        assert g.n_accepted == w.n_accepted
+        np.testing.assert_array_equal(g.tokens, w.tokens)
+        np.testing.assert_array_equal(g.logprobs, w.logprobs)
+    # one sequence through pyspec.verify, a strided view of the logits
+    big = rng.standard_normal((3, V + 7)).astype(np.float32)
+    w = pyspec.verify(big[:, :V], [1, 2], None, PARAMS[2], 3)
+    g = pyspec.verify(HostAsDevice(big[:, :V]), [1, 2], None, PARAMS[2], 3)
+    assert (g.n_accepted, list(g.tokens)) == (w.n_accepted, list(w.tokens))
+    assert host_as_device._arena is not None  # the device path ran
+
+
+def test_python_device_path_reports_device_errors(host_as_device):
+    logits = np.zeros((3, 50), np.float32)
+    logits[2, 9] = np.nan
+    with pytest.raises(pyspec.LogitsError, match="row 2 holds NaN at vocabulary index 9"):
+        pyspec.verify(HostAsDevice(logits), [0, 0], None, SamplingParams.greedy_params())
+    r = pyspec.verify(HostAsDevice(np.zeros((2, 50), np.float32)), [0], None, SamplingParams.greedy_params())
+    assert r.n_accepted == 1
+
+
+def test_raw_device_pointer_entry_point(host_as_device):
+    rng = np.random.default_rng(9)
+    V, k = 300, 3
+    logits = rng.standard_normal((k + 1, V)).astype(np.float32)
+    draft = np.array([int(np.argmax(logits[i])) for i in range(k)], np.int32)
+    out = np.full(k + 1, -1, np.int32)
+    n = np.zeros(1, np.int64)
+    params = SamplingParams.greedy_params()
+    pyspec.cuda.verify_from_device_pointer(logits.ctypes.data, V, draft.ctypes.data, k,
+                                           out_tokens_address=out.ctypes.data,
+                                           out_n_accepted_address=n.ctypes.data, params=params)
+    want = pyspec.verify(logits, list(draft), None, params)
+    assert n[0] == want.n_accepted == k and list(out) == list(want.tokens)
