@@ -375,19 +375,22 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
         r.win_n = (int32_t)len;
     }
 
-    /* 1. scan: validity, max, argmax. */
+    /* 1. scan: validity, max, argmax, number of finite candidates. */
     int64_t bad = INT64_MAX;
     unsigned long long best_key = 0; /* float key << 32 | (~id): larger ranks earlier */
+    long long n_finite = 0;
     for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
         float raw = load_logit(r.data, dtype, t);
         if (isnan(raw) || raw == INFINITY) { if (t < bad) bad = t; continue; }
         float l = r.penalise(t, raw);
         if (!(l > -INFINITY)) continue;
+        ++n_finite;
         unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
         if (k > best_key) best_key = k;
     }
     bad = block_reduce(bad, MinOp());
     best_key = block_reduce(best_key, MaxOp());
+    n_finite = block_reduce(n_finite, SumOp());
     if (bad != INT64_MAX || best_key == 0) {
         if (threadIdx.x == 0) {
             if (bad != INT64_MAX)
@@ -416,12 +419,8 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
         d.total = (uint64_t)1 << d.shift;
     } else {
         /* 2. top-k */
-        if (s.top_k > 0 && s.top_k < V) {
-            long long n_finite = 0;
-            for (int64_t t = threadIdx.x; t < V; t += blockDim.x) n_finite += r.at(t) > -INFINITY;
-            n_finite = block_reduce(n_finite, SumOp());
-            if (n_finite > s.top_k) d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
-        }
+        if (s.top_k > 0 && s.top_k < V && n_finite > s.top_k)
+            d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
         /* 3. top-p over the top-k survivors */
         if (s.top_p < 1.0f) {
             unsigned long long z = 0;
