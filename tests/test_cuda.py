@@ -11,6 +11,7 @@ combination and dtype, ragged batches; chi-square exactness of the GPU path alon
 a rejection; device-side error reports.
 """
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -278,7 +279,7 @@ def _draft_modes(rng, logits, k, V, mode):
 @pytest.mark.parametrize("mode", ["point", "self", "dense", "sparse"])
 @pytest.mark.parametrize("params", PARAMS, ids=range(len(PARAMS)))
 def test_gpu_tokens_equal_cpu_tokens(dtype, mode, params):
-    rng = np.random.default_rng(hash((dtype, mode, params.seed)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{dtype}/{mode}/{params.seed}".encode()))
     V = 3000
     for trial in range(4):
         k = int(rng.integers(0, 6))
