@@ -1,7 +1,9 @@
 // device_check.cu - GPU checks and bandwidth benchmark of pyspec's CUDA back end through
 // the C API alone (no Python packages needed on the device machine).
 //
-//   device_check check  [out.json]   CPU-vs-GPU token identity over random rows: every dtype,
+//   device_check check  [out.json]   GPU tokens against the portable-draw rules implemented
+//                                    plainly (tests/cuda_emu/spec_reference.h) and against
+//                                    the CPU library, over random rows: every dtype,
 //                                    mode (greedy, point-mass, dense q, sparse q), parameter
 //                                    set, ragged k; device-side error reports; CUDA graph
 //                                    capture and replay.
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "pyspec.h"
+#include "../../tests/cuda_emu/spec_reference.h"
 
 #define CK(x)                                                                              \
     do {                                                                                   \
@@ -122,6 +125,7 @@ static int check(const char *json_path) {
     CK(cudaMalloc(&d_n, max_seqs * 8));
     long long cases = 0, mismatches[3][4] = { { 0 } }, runs[3][4] = { { 0 } }, errors = 0;
     long long mism_by_params[N_PARAMS] = { 0 }, runs_by_params[N_PARAMS] = { 0 };
+    long long ref_mismatches = 0, greedy_cpu_mismatches = 0;
     double max_lp_diff = 0.0;
     std::vector<std::string> examples;
     for (int vi = 0; vi < 3; ++vi) {
@@ -247,6 +251,24 @@ static int check(const char *json_path) {
                         CK(cudaMemcpy(out_gpu.data(), d_out, rows * 4, cudaMemcpyDeviceToHost));
                         CK(cudaMemcpy(lp_gpu.data(), d_lp, rows * 4, cudaMemcpyDeviceToHost));
                         CK(cudaMemcpy(n_gpu.data(), d_n, n_seqs * 8, cudaMemcpyDeviceToHost));
+                        /* the primary check: the GPU against the rules themselves */
+                        row0 = 0;
+                        for (int s = 0; s < n_seqs; ++s) {
+                            RefSeq ref = ref_seq(hs[s], V, dtype);
+                            bool ok = ref.status == 0 && ref.n_accepted == n_gpu[s];
+                            for (int64_t i = 0; ok && i <= n_gpu[s]; ++i) ok = out_gpu[row0 + i] == ref.tokens[i];
+                            if (!ok) {
+                                ++ref_mismatches;
+                                if (examples.size() < 20) {
+                                    char b[256];
+                                    snprintf(b, sizeof b, "REFERENCE V %d %s %s params %d seq %d: n ref %lld gpu %lld, first tokens ref %d gpu %d",
+                                             V, DTYPES[dt], MODES[mode], pi, s, (long long)ref.n_accepted, (long long)n_gpu[s],
+                                             ref.tokens.empty() ? -1 : ref.tokens[0], out_gpu[row0]);
+                                    examples.push_back(b);
+                                }
+                            }
+                            row0 += ks[s] + 1;
+                        }
                         bool same = true;
                         row0 = 0;
                         for (int s = 0; s < n_seqs; ++s) {
@@ -267,7 +289,7 @@ static int check(const char *json_path) {
                             }
                             row0 += ks[s] + 1;
                         }
-                        if (!same) { ++mismatches[dt][mode]; ++mism_by_params[pi]; }
+                        if (!same) { ++mismatches[dt][mode]; ++mism_by_params[pi]; if (pi == 0) ++greedy_cpu_mismatches; }
                     }
     }
     // Device-side errors: NaN in row 1 of a 3-row greedy sequence whose drafts are accepted.
@@ -318,6 +340,8 @@ static int check(const char *json_path) {
     j.num("cases", (double)cases);
     j.num("errors", (double)errors);
     j.num("max_logprob_abs_diff", max_lp_diff);
+    j.num("gpu_vs_reference_mismatches (must be 0)", (double)ref_mismatches);
+    j.num("greedy_gpu_vs_cpu_mismatches (must be 0)", (double)greedy_cpu_mismatches);
     std::string m = "{";
     for (int dt = 0; dt < 3; ++dt)
         for (int mode = 0; mode < 4; ++mode) {
@@ -342,9 +366,9 @@ static int check(const char *json_path) {
     if (json_path) { FILE *fp = fopen(json_path, "w"); if (fp) { fputs(out.c_str(), fp); fclose(fp); } }
     pyspec_cuda_verifier_free(gpu);
     pyspec_verifier_free(cpu);
-    long long total_mm = 0;
-    for (int dt = 0; dt < 3; ++dt) for (int mode = 0; mode < 4; ++mode) total_mm += mismatches[dt][mode];
-    return (errors || total_mm) ? 1 : 0;
+    /* GPU-vs-CPU identity in sampled modes needs the CPU's portable draws (another branch);
+     * until then only the reference and greedy comparisons decide the exit status. */
+    return (errors || ref_mismatches || greedy_cpu_mismatches) ? 1 : 0;
 }
 
 static double copy_bandwidth(size_t bytes) {
