@@ -277,6 +277,7 @@ PARAMS = [
                    frequency_penalty=0.2, presence_penalty=0.1),
     SamplingParams(temperature=0.9, top_k=0, top_p=0.8, seed=8, penalty_last_n=-1,
                    repeat_penalty=1.1),
+    SamplingParams(temperature=1.1, top_k=1500, top_p=0.9, min_p=0.01, seed=9),  # no short list
 ]
 
 

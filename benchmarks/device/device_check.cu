@@ -82,10 +82,11 @@ static pyspec_sampling_params make_params(int which, uint64_t seed) {
     case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = 64; p.penalty_repeat = 1.3f;
             p.penalty_freq = 0.2f; p.penalty_present = 0.1f; break;                // penalties
     case 8: p.temperature = 0.9f; p.top_p = 0.8f; p.penalty_last_n = -1; p.penalty_repeat = 1.1f; break;
+    case 9: p.temperature = 1.1f; p.top_k = 1500; p.top_p = 0.9f; p.min_p = 0.01f; break;   // no short list
     }
     return p;
 }
-static const int N_PARAMS = 9;
+static const int N_PARAMS = 10;
 static const char *MODES[4] = { "point", "self", "dense", "sparse" };
 static const char *DTYPES[3] = { "f32", "f16", "bf16" };
 

@@ -100,7 +100,7 @@ extern "C" pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t 
         what = "cudaDeviceGetAttribute";
         if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess) goto fail;
         size_t want = pyspec_cuda_rows_smem(PYSPEC_MAX_PENALTY_WINDOW, PYSPEC_CUDA_MAX_SPARSE);
-        size_t reserve = 16384; /* the kernel's static shared memory, with room to spare */
+        size_t reserve = pyspec_cuda_rows_static_smem() + 1024; /* the kernel's static shared memory */
         v->max_dyn_smem = (size_t)optin > want + reserve ? want : (optin > (int)reserve ? (size_t)optin - reserve : 0);
         what = "cudaFuncSetAttribute";
         if ((e = pyspec_cuda_rows_set_max_smem(v->max_dyn_smem)) != cudaSuccess) goto fail;

@@ -112,5 +112,6 @@ cudaError_t pyspec_cuda_launch_finish(const pyspec_cuda_seq *d_seqs, int64_t n_s
 /* Dynamic shared memory of a row block for the given capacities, and the opt-in. */
 size_t pyspec_cuda_rows_smem(int32_t window_cap, int32_t sparse_cap);
 cudaError_t pyspec_cuda_rows_set_max_smem(size_t bytes);
+size_t pyspec_cuda_rows_static_smem(void);
 
 #endif /* PYSPEC_CUDA_INTERNAL_H */

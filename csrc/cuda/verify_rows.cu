@@ -88,7 +88,17 @@ struct Kept {
     }
 };
 
+/* With top-k on and at most this many candidates, they are gathered into shared memory
+ * after the top-k select and everything else (top-p, min-p, weights, draws, residual) works
+ * on that short list instead of re-reading the row. */
+#define CAND_MAX 1024
+
 struct Shared {
+    unsigned long long                   cand_key[CAND_MAX]; /* rank key, then (id << 32 | rank) */
+    unsigned long long                   cand_w[CAND_MAX];   /* W by rank                        */
+    unsigned long long                   cand_r[CAND_MAX];   /* residual weights, in id order    */
+    int32_t                              n_cand;
+    unsigned long long                   total;
     uint32_t                             count[256];
     unsigned long long                   mass[256];
     long long                            bcast[4];
@@ -267,6 +277,76 @@ struct Dist {
     }
 };
 
+static __device__ int32_t compact_kept(const pyspec_cuda_seq &s, Dist *d, Shared &sh) {
+    const Row &r = d->row;
+    if (threadIdx.x == 0) sh.n_cand = 0;
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        const float l = r.at(t);
+        if (!(l > -INFINITY)) continue;
+        const uint32_t key = float_key(l);
+        if (!d->kept.k.keeps(key, t)) continue;
+        const int slot = atomicAdd(&sh.n_cand, 1);
+        if (slot < CAND_MAX) sh.cand_key[slot] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)t);
+    }
+    __syncthreads();
+    const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX; /* == min(top_k, finite) */
+    int32_t p2 = 1;
+    while (p2 < n) p2 <<= 1;
+    for (int j = n + threadIdx.x; j < p2; j += blockDim.x) sh.cand_key[j] = 0; /* ranks last */
+    block_bitonic_sort(sh.cand_key, p2); /* ascending: rank j is entry p2 - 1 - j */
+    if (threadIdx.x == 0) {
+        /* top-p on the ranked survivors, min-p, then the weights: as the reference does */
+        int32_t m = n;
+        if (s.top_p < 1.0f) {
+            unsigned long long z = 0, cum = 0;
+            for (int32_t j = 0; j < n; ++j)
+                z += nucleus_mass(key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32)), d->max_logit, d->shift);
+            const double target = (double)s.top_p * (double)z;
+            for (int32_t j = 0; j < n; ++j) {
+                cum += nucleus_mass(key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32)), d->max_logit, d->shift);
+                if ((double)cum >= target) { m = j + 1; break; }
+            }
+        }
+        if (s.min_p > 0.0f) {
+            const float threshold = d->max_logit + s.log_min_p;
+            int32_t keep = 0;
+            while (keep < m && key_float((uint32_t)(sh.cand_key[p2 - 1 - keep] >> 32)) >= threshold) ++keep;
+            m = keep;
+        }
+        unsigned long long total = 0;
+        for (int32_t j = 0; j < m; ++j) {
+            const float l = key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32));
+            sh.cand_w[j] = pyspec_fixed_weight(pyspec_exp_portable((l - d->max_logit) / d->temperature), d->shift);
+            total += sh.cand_w[j];
+        }
+        const unsigned long long last = sh.cand_key[p2 - 1 - (m - 1)];
+        sh.bcast[0] = m;
+        sh.bcast[1] = (long long)(last >> 32);
+        sh.bcast[2] = (long long)(0xffffffffu - (uint32_t)(last & 0xffffffffu));
+        sh.total = total;
+    }
+    __syncthreads();
+    const int32_t m = (int32_t)sh.bcast[0];
+    d->kept.p.all = 0;
+    d->kept.p.key = (uint32_t)sh.bcast[1];
+    d->kept.p.id = (int32_t)sh.bcast[2];
+    d->total = sh.total;
+    /* the kept ones in id order: (id << 32 | rank) */
+    int32_t q2 = 1;
+    while (q2 < m) q2 <<= 1;
+    __syncthreads();
+    for (int j = threadIdx.x; j < q2; j += blockDim.x) {
+        unsigned long long v = ~0ull;
+        if (j < m) v = ((unsigned long long)(0xffffffffu - (uint32_t)(sh.cand_key[p2 - 1 - j] & 0xffffffffu)) << 32) | (unsigned)j;
+        sh.cand_r[j] = v; /* staging: cand_key is still being read */
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < q2; j += blockDim.x) sh.cand_key[j] = sh.cand_r[j];
+    block_bitonic_sort(sh.cand_key, q2);
+    return m;
+}
+
 /* q of one token for a draft row. */
 struct DraftRow {
     const float            *probs;  /* dense row, or the sparse row's values */
@@ -301,6 +381,33 @@ static __device__ int32_t draw_in_id_order(int64_t V, const WeightF &weight, uin
         carry += tile_sum;
     }
     int32_t r = sh.found;
+    __syncthreads();
+    return r;
+}
+
+/* The short-list path. After the top-k select, gathers the (at most CAND_MAX) top-k
+ * survivors, ranks them, applies top-p and min-p to the ranked list and computes their
+ * weights; leaves the kept ones in id order in cand_key (id << 32 | rank) with their
+ * weights in cand_w (by rank). Returns the number kept; sets d->kept.p to the last kept
+ * candidate, so d->weight() agrees, and d->total. */
+struct Dist;
+
+/* First entry (in id order) of the short list whose running sum of w exceeds target. */
+template <typename WeightF>
+static __device__ int32_t draw_short(int32_t m, const WeightF &w, uint64_t target, Shared &sh) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t found = -1;
+        unsigned long long cum = 0;
+        for (int32_t j = 0; j < m; ++j) {
+            const unsigned long long x = w(j);
+            cum += x;
+            if (x && cum > target) { found = (int32_t)(sh.cand_key[j] >> 32); break; }
+        }
+        sh.found = found;
+    }
+    __syncthreads();
+    const int32_t r = sh.found;
     __syncthreads();
     return r;
 }
@@ -405,6 +512,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     }
 
     Dist d;
+    int32_t n_short = -1; /* >= 0: the kept set is the short list in shared memory */
     d.row = r;
     d.best = (int32_t)(0xffffffffu - (uint32_t)(best_key & 0xffffffffu));
     d.max_logit = key_float((uint32_t)(best_key >> 32));
@@ -419,8 +527,13 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
         d.total = (uint64_t)1 << d.shift;
     } else {
         /* 2. top-k */
-        if (s.top_k > 0 && s.top_k < V && n_finite > s.top_k)
+        const bool top_k_on = s.top_k > 0 && s.top_k < V;
+        if (top_k_on && n_finite > s.top_k)
             d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
+        if (top_k_on && (n_finite < s.top_k ? n_finite : s.top_k) <= CAND_MAX) {
+            /* 3-5 on the short list */
+            n_short = compact_kept(s, &d, sh);
+        } else {
         /* 3. top-p over the top-k survivors */
         if (s.top_p < 1.0f) {
             unsigned long long z = 0;
@@ -441,15 +554,23 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
         unsigned long long total = 0;
         for (int64_t t = threadIdx.x; t < V; t += blockDim.x) total += d.weight(t);
         d.total = block_reduce(total, SumOp());
+        }
     }
 
     const int64_t pos = s.position + i;
     int32_t token;
     int stops;
     auto w_of = [&](int64_t t) -> unsigned long long { return d.weight(t); };
+    auto w_short = [&](int32_t j) -> unsigned long long { return sh.cand_w[sh.cand_key[j] & 0xffffffffu]; };
+    auto draw_p = [&](double u) -> int32_t {
+        const uint64_t target = pyspec_draw_target(u, d.total);
+        if (d.greedy) return d.best;
+        if (n_short >= 0) return draw_short(n_short, w_short, target, sh);
+        return draw_in_id_order(V, w_of, target, sh);
+    };
     if (i == s.n_draft || !s.q_probs) { /* bonus row, or a point-mass draft */
         double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_SAMPLE);
-        token = d.greedy ? d.best : draw_in_id_order(V, w_of, pyspec_draw_target(u, d.total), sh);
+        token = draw_p(u);
         stops = i == s.n_draft || token != s.draft[i];
     } else { /* modified rejection sampling */
         DraftRow q;
@@ -493,12 +614,23 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
             /* residual over the kept set; q is validated there, as on the CPU */
             unsigned long long residual = 0;
             long long bad_q = LLONG_MAX;
-            for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
-                uint64_t w = d.weight(t);
-                if (!w && !(d.greedy ? t == d.best : d.kept.keeps(r.at(t), t))) continue;
-                float qt = q.q(t);
-                if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
-                residual += pyspec_fixed_residual(w, d.total, (double)qt);
+            if (n_short >= 0) { /* the short list, in id order */
+                for (int32_t j = threadIdx.x; j < n_short; j += blockDim.x) {
+                    const int32_t t = (int32_t)(sh.cand_key[j] >> 32);
+                    const float qt = q.q(t);
+                    sh.cand_r[j] = 0;
+                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    sh.cand_r[j] = pyspec_fixed_residual(w_short(j), d.total, (double)qt);
+                    residual += sh.cand_r[j];
+                }
+            } else {
+                for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
+                    uint64_t w = d.weight(t);
+                    if (!w && !(d.greedy ? t == d.best : d.kept.keeps(r.at(t), t))) continue;
+                    float qt = q.q(t);
+                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    residual += pyspec_fixed_residual(w, d.total, (double)qt);
+                }
             }
             bad_q = block_reduce(bad_q, MinOp());
             residual = block_reduce(residual, SumOp());
@@ -512,7 +644,10 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
                 return;
             }
             const double u_res = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_RESIDUAL);
-            if (residual > 0) {
+            if (residual > 0 && n_short >= 0) {
+                auto r_short = [&](int32_t j) -> unsigned long long { return sh.cand_r[j]; };
+                token = draw_short(n_short, r_short, pyspec_draw_target(u_res, residual), sh);
+            } else if (residual > 0) {
                 const uint64_t total = d.total;
                 auto r_of = [&](int64_t t) -> unsigned long long {
                     uint64_t w = d.weight(t);
@@ -520,7 +655,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
                 };
                 token = draw_in_id_order(V, r_of, pyspec_draw_target(u_res, residual), sh);
             } else { /* p <= q on the whole support: draw from p */
-                token = d.greedy ? d.best : draw_in_id_order(V, w_of, pyspec_draw_target(u_res, d.total), sh);
+                token = draw_p(u_res);
             }
             stops = 1;
         }
@@ -549,6 +684,12 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
 size_t pyspec_cuda_rows_smem(int32_t window_cap, int32_t sparse_cap) {
     return (size_t)sparse_cap * (sizeof(unsigned long long) + sizeof(float)) +
            (size_t)window_cap * sizeof(int32_t);
+}
+
+size_t pyspec_cuda_rows_static_smem(void) {
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, rows_kernel) != cudaSuccess) return 65536;
+    return attr.sharedSizeBytes;
 }
 
 cudaError_t pyspec_cuda_rows_set_max_smem(size_t bytes) {

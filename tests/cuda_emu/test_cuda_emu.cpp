@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
             p.seed = rng();
             p.top_p = 1.0f;
             p.penalty_repeat = 1.0f;
-            switch (rng() % 9) {
+            switch (rng() % 10) {
             case 0: p.temperature = 0.0f; break;
             case 1: p.temperature = 1.0f; break;
             case 2: p.temperature = 0.8f; p.top_k = 40; p.top_p = 0.95f; p.min_p = 0.05f; break;
@@ -199,6 +199,7 @@ int main(int argc, char **argv) {
             case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = big ? 2500 : 8; p.penalty_repeat = 1.3f;
                     p.penalty_freq = 0.5f; p.penalty_present = 0.25f; break;
             case 8: p.temperature = 0.9f; p.top_p = 0.8f; p.penalty_last_n = -1; p.penalty_repeat = 1.5f; break;
+            case 9: p.temperature = 1.1f; p.top_k = 1500; p.top_p = 0.9f; p.min_p = 0.01f; break; /* > CAND_MAX */
             }
             p.penalty_history = hist.data() + (size_t)s * H;
             p.n_penalty_history = H;
