@@ -268,6 +268,8 @@ PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
  * Launches: ceil(n_seqs / 96) descriptor copies, then 3 kernels (validate; one block per
  * verify row; finish), whatever the draft lengths. Needs a driver for CUDA 12.1 or later
  * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise.
+ * Limits of this back end: sparse draft rows of at most 4096 entries (PYSPEC_ERR_CAPACITY
+ * otherwise: pass dense rows), n_seqs <= max_seqs and total rows <= max_rows.
  * What the host can check (NULLs, shapes, sampling parameters, capacity) is checked before
  * anything is enqueued and reported here with the CPU path's messages. What needs device
  * data (token ids in range, NaN/+inf logits, draft probabilities) is checked on the device:
