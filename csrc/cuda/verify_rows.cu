@@ -16,9 +16,13 @@
  *      token whose running sum exceeds pyspec_draw_target(u, total);
  *   7. modified rejection sampling: p(x) = W_x / total, pyspec_accepts, and on rejection the
  *      residual pyspec_fixed_residual(W_t, total, q_t) drawn the same way.
+ * With top-k on and k <= CAND_MAX, steps 3-7 run instead on the top-k survivors gathered
+ * into shared memory and ranked there (compact_kept, draw_short): the same rules on a short
+ * list, without further passes over the row.
  * Every quantity that decides a token is an integer or comes from draw.h/rules.h, so the
  * order in which threads add things up cannot change it. Passes re-read the row (it is
- * usually resident in L2); nothing vocabulary-sized is written.
+ * usually resident in L2); nothing vocabulary-sized is written. tests/cuda_emu runs this
+ * kernel on the host against a plain implementation of the rules.
  *
  * Rows behind a known rejection are skipped: a block first reads its sequence's
  * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
