@@ -131,6 +131,9 @@ static int check(const char *json_path) {
     std::vector<std::string> examples;
     for (int vi = 0; vi < 3; ++vi) {
         const int V = V_LIST[vi];
+        printf("identity sweep at V = %d (so far: %lld cases, %lld vs reference, %lld greedy vs CPU)\n", V, cases,
+               ref_mismatches, greedy_cpu_mismatches);
+        fflush(stdout);
         const int trials = vi == 2 ? 1 : vi == 1 ? 3 : 6;
         for (int dt = 0; dt < 3; ++dt)
             for (int mode = 0; mode < 4; ++mode)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of pyspec's CUDA back end, in one call on a machine with an NVIDIA GPU and
-# no internet (about 5-10 minutes on an H200). Writes everything under $OUT:
+# no internet: at most BUDGET seconds (default 540) in all; steps run in order of value
+# (build, identity check, benchmark, pytest, FlashInfer) and each is cut to what is left. Writes everything under $OUT:
 #   env.txt          what the machine has (GPU, driver, nvcc, cmake, Python packages)
 #   build.log        the build (PYSPEC_CUDA=ON, sm_90)
 #   check.json       CPU-vs-GPU token identity (C API; no Python packages needed), device
@@ -15,6 +16,11 @@
 # exists and carry build/device-prebuilt along.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# The whole script fits in BUDGET seconds (the device tool allows 600 per command): each
+# step gets at most its own limit and never more than what is left.
+BUDGET=${BUDGET:-540}
+DEADLINE=$((SECONDS + BUDGET))
+lim() { local left=$((DEADLINE - SECONDS - 5)); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/device-out}
 mkdir -p "$OUT"
@@ -57,7 +63,7 @@ if [ -n "$NVCC" ] && command -v cmake >/dev/null && [ -z "${FORCE_HAND_BUILD:-}"
   command -v ninja >/dev/null && GEN=(-G Ninja)
   if cmake -S . -B build/device "${GEN[@]}" -DPYSPEC_CUDA=ON -DPYSPEC_BUILD_TESTS=ON \
         -DCMAKE_CUDA_COMPILER="$NVCC" "-DCMAKE_CUDA_ARCHITECTURES=90-real" >"$OUT/build.log" 2>&1 &&
-     cmake --build build/device -j"$(nproc)" >>"$OUT/build.log" 2>&1 &&
+     timeout "$(lim 240)" cmake --build build/device -j"$(nproc)" >>"$OUT/build.log" 2>&1 &&
      "$NVCC" -std=c++17 -O2 -Icsrc benchmarks/device/device_check.cu -Lbuild/device -lpyspec \
         -cudart static -Xlinker -rpath="$ROOT/build/device" -o build/device/device_check >>"$OUT/build.log" 2>&1; then
     BUILD=build/device; note "build: ok (cmake, $NVCC)"
@@ -93,38 +99,38 @@ export LD_LIBRARY_PATH="$ROOT/$BUILD:${LD_LIBRARY_PATH:-}"
 
 step "C tests (CPU path, this build)"
 if [ -x $BUILD/test_pyspec_c ]; then
-  timeout 120 $BUILD/test_pyspec_c >"$OUT/ctest.txt" 2>&1 && note "C tests: ok" || note "C tests: FAILED (ctest.txt)"
+  timeout "$(lim 60)" $BUILD/test_pyspec_c >"$OUT/ctest.txt" 2>&1 && note "C tests: ok" || note "C tests: FAILED (ctest.txt)"
   tail -3 "$OUT/ctest.txt"
 fi
 
 step "CPU-vs-GPU identity, device errors, graph capture (device_check check)"
-timeout 300 $BUILD/device_check check "$OUT/check.json" >"$OUT/check.txt" 2>&1
+timeout "$(lim 170)" $BUILD/device_check check "$OUT/check.json" >"$OUT/check.txt" 2>&1
 rc=$?
 tail -40 "$OUT/check.txt"
-note "device_check check: rc=$rc (0: identical everywhere; 1: mismatches or errors, see check.json)"
+note "device_check check: rc=$rc (0: GPU equals the rules and, greedy, the CPU; 1: mismatches or errors, see check.json; 2: no device or setup failure)"
+
+step "bandwidth benchmark (device_check bench)"
+timeout "$(lim 150)" $BUILD/device_check bench "$OUT/bench.json" >"$OUT/bench.txt" 2>&1
+note "device_check bench: rc=$?"
+cat "$OUT/bench.txt"
 
 step "tests/test_cuda.py (pytest)"
 if $PY -c "import numpy, cffi, pytest" 2>/dev/null; then
-  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" PYSPEC_EXPECT_CUDA=1 timeout 300 \
+  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" PYSPEC_EXPECT_CUDA=1 timeout "$(lim 150)" \
      $PY ../benchmarks/device/_pytest_here.py -q -p no:cacheprovider -rs --maxfail=20 test_cuda.py \
      --junitxml="$OUT/pytest.xml" >"$OUT/pytest.txt" 2>&1)
   rc=$?
   tail -40 "$OUT/pytest.txt"
   note "pytest test_cuda.py: rc=$rc ($(tail -1 "$OUT/pytest.txt"))"
-  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" timeout 120 \
+  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" timeout "$(lim 40)" \
      $PY ../benchmarks/device/_pytest_here.py -q -p no:cacheprovider test_bad_input.py test_transforms.py >"$OUT/pytest_cpu.txt" 2>&1)
   note "pytest CPU subset with this build: rc=$? ($(tail -1 "$OUT/pytest_cpu.txt"))"
 else
   note "pytest: skipped (numpy, cffi or pytest missing)"
 fi
 
-step "bandwidth benchmark (device_check bench)"
-timeout 240 $BUILD/device_check bench "$OUT/bench.json" >"$OUT/bench.txt" 2>&1
-note "device_check bench: rc=$?"
-cat "$OUT/bench.txt"
-
 step "FlashInfer chain_speculative_sampling (optional)"
-timeout 120 $PY benchmarks/device/bench_flashinfer.py "$OUT/flashinfer.json" >"$OUT/flashinfer.txt" 2>&1
+timeout "$(lim 90)" $PY benchmarks/device/bench_flashinfer.py "$OUT/flashinfer.json" >"$OUT/flashinfer.txt" 2>&1
 note "flashinfer: rc=$? ($(tail -1 "$OUT/flashinfer.txt"))"
 
 step "summary"
