@@ -233,6 +233,78 @@ PYSPEC_API double pyspec_uniform_stream_at(uint64_t seed, int64_t position, int3
 PYSPEC_API void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
                                      uint32_t out[4]);
 
+/* ---- CUDA back end ------------------------------------------------------------------------
+ * Present in every build; in a build without CUDA (pyspec_has_cuda() == 0) every function
+ * below returns PYSPEC_ERR_CUDA. CUDA is touched only by these functions: the library loads
+ * and every CPU function works on a machine without a GPU or driver. */
+
+/* Number of CUDA devices into *out_count (0 when there is none); PYSPEC_ERR_CUDA with the
+ * runtime's message when no driver or device can be found. */
+PYSPEC_API pyspec_status pyspec_cuda_device_count(int32_t *out_count, pyspec_error *err);
+
+/* A CUDA verifier owns all device workspace, allocated once: pyspec_cuda_verify_batch
+ * never allocates and never waits for the device, so it can be captured in a CUDA graph
+ * (the descriptors travel as kernel parameters: a captured call keeps its own copy). One
+ * verifier serves one host thread at a time, and its calls must run in stream order (use
+ * one stream per verifier, or order the streams): they share the device workspace. */
+typedef struct pyspec_cuda_verifier pyspec_cuda_verifier;
+
+/* Creates a verifier on `device` for vocabularies up to max_vocab, calls of up to max_seqs
+ * sequences and max_rows verify rows in all (sum of n_draft + 1). */
+PYSPEC_API pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t max_seqs,
+                                                     int64_t max_rows, int32_t device,
+                                                     pyspec_cuda_verifier **out,
+                                                     pyspec_error *err);
+
+/* Frees a CUDA verifier (waits for its device work). NULL is allowed. */
+PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
+
+/* pyspec_verify_batch on the GPU, enqueued on `stream` (a cudaStream_t; NULL is the legacy
+ * default stream) without waiting for the device. `seqs` is a HOST array of descriptors;
+ * every pointer inside them (target_logits, draft_tokens, draft_probs->probs and ->tokens,
+ * params.penalty_history, out_tokens, out_logprobs, out_n_accepted) is a DEVICE pointer on
+ * the verifier's device, except `draft_probs` itself, which points at a host struct.
+ * Results are ready when the stream is. Emitted tokens are identical to the CPU path's.
+ * Launches: ceil(n_seqs / 96) descriptor copies, then 3 kernels (validate; one block per
+ * verify row; finish), whatever the draft lengths. Needs a driver for CUDA 12.1 or later
+ * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise.
+ * Limits of this back end: sparse draft rows of at most 4096 entries (PYSPEC_ERR_CAPACITY
+ * otherwise: pass dense rows), n_seqs <= max_seqs and total rows <= max_rows.
+ * What the host can check (NULLs, shapes, sampling parameters, capacity) is checked before
+ * anything is enqueued and reported here with the CPU path's messages. What needs device
+ * data (token ids in range, NaN/+inf logits, draft probabilities) is checked on the device:
+ * the first failure is kept in the verifier's device error record (sticky: later calls do
+ * not overwrite it) and reported by pyspec_cuda_verifier_last_error. */
+PYSPEC_API pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *verifier,
+                                                  const pyspec_sequence *seqs, int64_t n_seqs,
+                                                  int64_t n_vocab, int32_t dtype, void *stream,
+                                                  pyspec_error *err);
+
+/* Waits for `stream`, then reports (and clears) the first device-side failure of the calls
+ * enqueued since the last check: PYSPEC_OK, or the status and message the CPU path would
+ * have given (e.g. "seqs[1]: target_logits row 2 holds NaN at vocabulary index 7 ...").
+ * Outputs of the failing call are unspecified. */
+PYSPEC_API pyspec_status pyspec_cuda_verifier_last_error(pyspec_cuda_verifier *verifier,
+                                                         void *stream, pyspec_error *err);
+
+/* Convenience: pyspec_cuda_verify_batch, then pyspec_cuda_verifier_last_error on the same
+ * stream (so it returns with the results ready, or with the device-side error). */
+PYSPEC_API pyspec_status pyspec_cuda_verify_batch_sync(pyspec_cuda_verifier *verifier,
+                                                       const pyspec_sequence *seqs,
+                                                       int64_t n_seqs, int64_t n_vocab,
+                                                       int32_t dtype, void *stream,
+                                                       pyspec_error *err);
+
+/* Small helpers for bindings that have no CUDA library of their own (the Python package):
+ * device memory on `device`, and a copy enqueued on `stream` that returns once the stream
+ * has run it (kind: 0 host to device, 1 device to host, 2 device to device). */
+PYSPEC_API pyspec_status pyspec_cuda_malloc(int32_t device, int64_t bytes, void **out,
+                                            pyspec_error *err);
+PYSPEC_API void pyspec_cuda_free(int32_t device, void *ptr);
+PYSPEC_API pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const void *src,
+                                            int64_t bytes, int32_t kind, void *stream,
+                                            pyspec_error *err);
+
 /* PYSPEC_CDEF_END */
 
 #ifdef __cplusplus

@@ -21,9 +21,12 @@ __version__ = _c_string(_lib.pyspec_version())
 SIMD = _c_string(_lib.pyspec_simd_name())
 HAS_CUDA = bool(_lib.pyspec_has_cuda())
 
+from . import cuda  # noqa: E402  (the CUDA back end; imports no GPU library)
+from .cuda import cuda_available  # noqa: E402
+
 __all__ = [
     "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",
     "SamplingParams", "SparseDraftProbs", "VerifyRequest", "VerifyResult", "default_threads",
     "distribution", "distribution_sparse", "LogitsPointer", "philox4x32_10", "sample", "uniform", "verify", "verify_batch",
-    "verify_from_pointer", "SIMD", "HAS_CUDA",
+    "verify_from_pointer", "SIMD", "HAS_CUDA", "cuda", "cuda_available",
 ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _device_arrays
 from .errors import PyspecError
 
 _SHAPE_STATUS = 2
@@ -33,9 +34,11 @@ def as_array(obj, name: str) -> np.ndarray:
     """
     if isinstance(obj, np.ndarray):
         return obj
-    if hasattr(obj, "__cuda_array_interface__"):
-        raise PyspecError(f"{name} lives on a CUDA device; this build verifies host arrays "
-                          "only (pass a host array)", _DTYPE_STATUS)
+    if _device_arrays.is_device_array(obj):
+        raise PyspecError(f"{name} lives on a CUDA device but this call reads host arrays "
+                          "(device logits are verified on the GPU by pyspec.verify / "
+                          "verify_batch, with draft_probs on the same device; sample and "
+                          "distribution are host-only)", _DTYPE_STATUS)
     try:
         return np.asarray(obj)
     except Exception as exc:  # noqa: BLE001 - report what the argument was

@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _device_arrays
 from ._ffi import ffi, lib
 from .errors import PyspecError, raise_for_status
 from .params import SamplingParams
@@ -242,7 +242,7 @@ class _Call:
 def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
            params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
            logprobs: bool = False, n_threads: Optional[int] = None,
-           penalty_history=None) -> VerifyResult:
+           penalty_history=None, stream=None) -> VerifyResult:
     """Verifies the drafts of one sequence against the target's logits, in one fused pass.
 
     Parameters
@@ -250,7 +250,9 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     target_logits : ndarray, float32 or float16, shape ``[n_draft + 1, n_vocab]``, host
         Row ``i`` predicts absolute position ``position + i``. Read in place: rows may be a
         strided view (for example of llama.cpp's logits buffer) but each row must be
-        contiguous.
+        contiguous. A CUDA array (PyTorch tensor, CuPy array: float32, float16 or bfloat16)
+        is verified on its device by the CUDA back end (``pyspec.cuda``); draft_probs must
+        then be on the same device, and results still come back as host arrays.
     draft_tokens : sequence of int, length ``n_draft``
         The drafted token ids, each in ``[0, n_vocab)``.
     draft_probs : None, ndarray float32 ``[n_draft, n_vocab]``, or SparseDraftProbs
@@ -272,6 +274,9 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     penalty_history : sequence of int, optional
         Tokens generated before row 0 (what llama.cpp's penalties sampler has accepted),
         when ``params`` has penalties on; row i's window also holds drafts ``0..i-1``.
+    stream : optional
+        Device logits only: the CUDA stream to run on (``None``: the legacy default
+        stream; an int ``cudaStream_t``; a PyTorch or CuPy stream object).
 
     Returns
     -------
@@ -286,6 +291,11 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     >>> len(r.tokens) == r.n_accepted + 1
     True
     """
+    if _device_arrays.is_device_array(target_logits):  # the CUDA back end (pyspec.cuda)
+        from . import cuda  # noqa: PLC0415
+
+        return cuda.verify(target_logits, draft_tokens, draft_probs, params, position,
+                           logprobs=logprobs, penalty_history=penalty_history, stream=stream)
     n_draft = _n_draft(draft_tokens, "draft_tokens")
     arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
     call = _Call(1, logprobs)
@@ -296,12 +306,18 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
 
 
 def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
-                 n_threads: Optional[int] = None) -> list:
+                 n_threads: Optional[int] = None, stream=None) -> list:
     """Verifies many sequences in one call: ragged draft counts, per-sequence params and
     positions. All logits must share one dtype and vocabulary size. Returns a list of
-    ``VerifyResult``, identical to calling ``verify`` on each request."""
+    ``VerifyResult``, identical to calling ``verify`` on each request. Requests whose logits
+    are CUDA arrays run on the GPU (``pyspec.cuda.verify_batch``; all of them on one device)."""
     if not requests:
         return []
+    if any(isinstance(r, VerifyRequest) and _device_arrays.is_device_array(r.target_logits)
+           for r in requests):
+        from . import cuda  # noqa: PLC0415
+
+        return cuda.verify_batch(requests, logprobs=logprobs, stream=stream)
     call = _Call(len(requests), logprobs)
     n_vocab = dtype = None
     for i, req in enumerate(requests):

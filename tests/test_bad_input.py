@@ -135,10 +135,17 @@ def test_threads_and_batch_errors(rows):
 
 def test_device_arrays_are_refused_clearly(rows):
     class FakeDeviceArray:
-        __cuda_array_interface__ = {"shape": (3, V), "typestr": "<f4", "data": (1, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (2, V), "typestr": "<f4", "data": (1, False), "version": 3}
 
+    # host logits with device draft probabilities: a mix-up, named as such
+    with pytest.raises(PyspecError, match="draft_probs lives on a CUDA device"):
+        pyspec.verify(rows, [1, 2], FakeDeviceArray())
     with pytest.raises(PyspecError, match="lives on a CUDA device"):
-        pyspec.verify(FakeDeviceArray(), [1, 2])
+        pyspec.sample(FakeDeviceArray())
+    # device logits go to the CUDA back end (tests/test_cuda.py); without a device that says so
+    if not pyspec.cuda_available():
+        with pytest.raises(PyspecError, match="no CUDA device|built without CUDA"):
+            pyspec.verify(FakeDeviceArray(), [1])
 
 
 def test_error_in_a_batch_names_the_sequence(rows):

@@ -1,0 +1,714 @@
+/*
+ * verify_rows.cu - the row kernel: one block of PYSPEC_CUDA_THREADS threads per verify row
+ * (of all sequences of a call), resolving that row exactly as verify.c's resolve_row does
+ * under the portable-draw rules (draw.h):
+ *
+ *   1. scan: validate the row (NaN / +inf), apply penalties, find the maximum (and the
+ *      argmax, lowest id on ties, for greedy rows);
+ *   2. top-k: radix select (4 passes of 8 bits over the order-preserving key of the float,
+ *      then over token ids among equal logits) of the k-th candidate in rank order;
+ *   3. top-p: the same radix walk, but over fixed-point masses E_t instead of counts, to find
+ *      the end of the smallest rank prefix whose mass reaches top_p * Z;
+ *   4. min-p: a threshold max + logf(min_p) (the log comes from the host);
+ *      the kept set is the intersection of these three rank prefixes;
+ *   5. total: integer sum of the fixed-point weights W_t over the kept set;
+ *   6. the draw: a block-wide inclusive scan over tiles in token-id order finds the first
+ *      token whose running sum exceeds pyspec_draw_target(u, total);
+ *   7. modified rejection sampling: p(x) = W_x / total, pyspec_accepts, and on rejection the
+ *      residual pyspec_fixed_residual(W_t, total, q_t) drawn the same way.
+ * With top-k on and k <= CAND_MAX, steps 3-7 run instead on the top-k survivors gathered
+ * into shared memory and ranked there (compact_kept, draw_short): the same rules on a short
+ * list, without further passes over the row.
+ * Every quantity that decides a token is an integer or comes from draw.h/rules.h, so the
+ * order in which threads add things up cannot change it. Passes re-read the row (it is
+ * usually resident in L2); nothing vocabulary-sized is written. tests/cuda_emu runs this
+ * kernel on the host against a plain implementation of the rules.
+ *
+ * Rows behind a known rejection are skipped: a block first reads its sequence's
+ * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
+ * is already below its row.
+ */
+#ifndef PYSPEC_CUDA_EMULATE
+#  include <cub/block/block_scan.cuh>
+#endif
+#include <float.h>
+#include <math.h>
+
+#include "block_ops.cuh"
+#include "cuda_internal.h"
+
+#include "../draw.h"
+#include "../philox.h"
+#include "../rules.h"
+
+#define NT PYSPEC_CUDA_THREADS
+typedef cub::BlockScan<unsigned long long, NT> BlockScanU64;
+
+/* One row with its penalties. */
+struct Row {
+    const void    *data;
+    int32_t        dtype;
+    int64_t        V;
+    const int32_t *win; /* sorted penalty window (with repeats), win_n entries, in shared memory */
+    int32_t        win_n;
+    const uint32_t *bloom; /* 8192-bit filter of the window's tokens */
+    float          repeat, freq, present;
+
+    __device__ float penalise(int64_t t, float raw) const {
+        if (win_n == 0 || !(raw > -INFINITY)) return raw;
+        if (!(bloom[(t >> 5) & 255] & (1u << (t & 31)))) return raw;
+        int lo = 0, hi = win_n; /* lower bound of t */
+        while (lo < hi) { int m = (lo + hi) >> 1; if (win[m] < t) lo = m + 1; else hi = m; }
+        int first = lo;
+        hi = win_n; /* upper bound of t */
+        while (lo < hi) { int m = (lo + hi) >> 1; if (win[m] <= t) lo = m + 1; else hi = m; }
+        int32_t count = lo - first;
+        if (count == 0) return raw;
+        float l = pyspec_penalised_logit(raw, count, repeat, freq, present);
+        if (l > FLT_MAX) l = FLT_MAX; /* as the CPU: a tiny repeat penalty must not make +inf */
+        return l;
+    }
+    __device__ float at(int64_t t) const { return penalise(t, load_logit(data, dtype, t)); }
+};
+
+/* A rank prefix: every candidate ranking at or before (key, id). */
+struct Cut {
+    int      all;
+    uint32_t key;
+    int32_t  id;
+    __device__ bool keeps(uint32_t k, int64_t t) const {
+        return all || k > key || (k == key && t <= id);
+    }
+};
+
+struct Kept {
+    Cut   k, p;
+    int   min_p_on;
+    float threshold;
+    __device__ bool keeps(float l, int64_t t) const {
+        if (!(l > -INFINITY)) return false;
+        uint32_t key = float_key(l);
+        return k.keeps(key, t) && p.keeps(key, t) && (!min_p_on || l >= threshold);
+    }
+};
+
+/* With top-k on and at most this many candidates, they are gathered into shared memory
+ * after the top-k select and everything else (top-p, min-p, weights, draws, residual) works
+ * on that short list instead of re-reading the row. */
+#define CAND_MAX 1024
+
+struct Shared {
+    unsigned long long                   cand_key[CAND_MAX]; /* rank key, then (id << 32 | rank) */
+    unsigned long long                   cand_w[CAND_MAX];   /* W by rank                        */
+    unsigned long long                   cand_r[CAND_MAX];   /* residual weights, in id order    */
+    int32_t                              n_cand;
+    unsigned long long                   total;
+    uint32_t                             count[256];
+    unsigned long long                   mass[256];
+    long long                            bcast[4];
+    uint32_t                             bloom[256];
+    int32_t                              found;
+    typename BlockScanU64::TempStorage   scan;
+};
+
+/* The k-th candidate (1-based) in rank order among tokens with finite logits inside `in`:
+ * radix select over the float key, then over token ids among equal keys. */
+static __device__ Cut select_kth(const Row &r, const Cut &in, int64_t k, Shared &sh) {
+    uint32_t prefix = 0, mask = 0, tie = 0;
+    long long need = k;
+    for (int b = 24; b >= 0; b -= 8) {
+        for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.count[c] = 0;
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+            float l = r.at(t);
+            if (!(l > -INFINITY)) continue;
+            uint32_t key = float_key(l);
+            if ((key & mask) == prefix && in.keeps(key, t)) atomicAdd(&sh.count[(key >> b) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int c = 255;
+            for (; c > 0; --c) {
+                if ((long long)sh.count[c] >= need) break;
+                need -= sh.count[c];
+            }
+            sh.bcast[0] = c;
+            sh.bcast[1] = need;
+            sh.bcast[2] = sh.count[c];
+        }
+        __syncthreads();
+        prefix |= (uint32_t)sh.bcast[0] << b;
+        mask |= 0xffu << b;
+        need = sh.bcast[1];
+        tie = (uint32_t)sh.bcast[2];
+        __syncthreads();
+    }
+    Cut cut = { 0, prefix, INT32_MAX };
+    if ((long long)tie <= need) return cut; /* every candidate with this logit is inside */
+    uint32_t id_prefix = 0, id_mask = 0;
+    for (int b = 24; b >= 0; b -= 8) {
+        for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.count[c] = 0;
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+            if (((uint32_t)t & id_mask) != id_prefix) continue;
+            float l = r.at(t);
+            if (!(l > -INFINITY) || float_key(l) != prefix || !in.keeps(prefix, t)) continue;
+            atomicAdd(&sh.count[((uint32_t)t >> b) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int c = 0;
+            for (; c < 255; ++c) {
+                if ((long long)sh.count[c] >= need) break;
+                need -= sh.count[c];
+            }
+            sh.bcast[0] = c;
+            sh.bcast[1] = need;
+        }
+        __syncthreads();
+        id_prefix |= (uint32_t)sh.bcast[0] << b;
+        id_mask |= 0xffu << b;
+        need = sh.bcast[1];
+        __syncthreads();
+    }
+    cut.id = (int32_t)id_prefix;
+    return cut;
+}
+
+/* Untempered fixed-point mass of top-p: E_t = fixed(exp_portable(l - max)). */
+static __device__ __forceinline__ uint64_t nucleus_mass(float l, float max_logit, int shift) {
+    return pyspec_fixed_weight(pyspec_exp_portable(l - max_logit), shift);
+}
+
+/* The end of the smallest rank prefix (of the candidates inside `in`) whose mass reaches
+ * target, compared as (double)cum >= target. */
+static __device__ Cut select_nucleus(const Row &r, const Cut &in, float max_logit, int shift,
+                                     double target, Shared &sh) {
+    uint32_t prefix = 0, mask = 0, tie = 0;
+    unsigned long long acc = 0; /* mass of the candidates ranking before the current bucket */
+    for (int b = 24; b >= 0; b -= 8) {
+        for (int c = threadIdx.x; c < 256; c += blockDim.x) { sh.count[c] = 0; sh.mass[c] = 0; }
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+            float l = r.at(t);
+            if (!(l > -INFINITY)) continue;
+            uint32_t key = float_key(l);
+            if ((key & mask) != prefix || !in.keeps(key, t)) continue;
+            int c = (key >> b) & 255;
+            atomicAdd(&sh.count[c], 1u);
+            uint64_t e = nucleus_mass(l, max_logit, shift);
+            if (e) atomicAdd(&sh.mass[c], (unsigned long long)e);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int chosen = -1, lowest = 0;
+            for (int c = 255; c >= 0; --c) {
+                if (sh.count[c] == 0) continue;
+                lowest = c;
+                if ((double)(acc + sh.mass[c]) >= target) { chosen = c; break; }
+                acc += sh.mass[c];
+            }
+            if (chosen < 0) { chosen = lowest; acc -= sh.mass[lowest]; } /* unreachable */
+            sh.bcast[0] = chosen;
+            sh.bcast[1] = (long long)acc;
+            sh.bcast[2] = sh.count[chosen];
+        }
+        __syncthreads();
+        prefix |= (uint32_t)sh.bcast[0] << b;
+        mask |= 0xffu << b;
+        acc = (unsigned long long)sh.bcast[1];
+        tie = (uint32_t)sh.bcast[2];
+        __syncthreads();
+    }
+    Cut cut = { 0, prefix, INT32_MAX };
+    if (tie <= 1) return cut;
+    uint32_t id_prefix = 0, id_mask = 0;
+    for (int b = 24; b >= 0; b -= 8) {
+        for (int c = threadIdx.x; c < 256; c += blockDim.x) { sh.count[c] = 0; sh.mass[c] = 0; }
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+            if (((uint32_t)t & id_mask) != id_prefix) continue;
+            float l = r.at(t);
+            if (!(l > -INFINITY) || float_key(l) != prefix || !in.keeps(prefix, t)) continue;
+            int c = ((uint32_t)t >> b) & 255;
+            atomicAdd(&sh.count[c], 1u);
+            uint64_t e = nucleus_mass(l, max_logit, shift);
+            if (e) atomicAdd(&sh.mass[c], (unsigned long long)e);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int chosen = -1, highest = 255;
+            for (int c = 0; c < 256; ++c) {
+                if (sh.count[c] == 0) continue;
+                highest = c;
+                if ((double)(acc + sh.mass[c]) >= target) { chosen = c; break; }
+                acc += sh.mass[c];
+            }
+            if (chosen < 0) { chosen = highest; acc -= sh.mass[highest]; } /* unreachable */
+            sh.bcast[0] = chosen;
+            sh.bcast[1] = (long long)acc;
+        }
+        __syncthreads();
+        id_prefix |= (uint32_t)sh.bcast[0] << b;
+        id_mask |= 0xffu << b;
+        acc = (unsigned long long)sh.bcast[1];
+        __syncthreads();
+    }
+    cut.id = (int32_t)id_prefix;
+    return cut;
+}
+
+/* The transformed distribution of a row: fixed-point weights over the kept set. */
+struct Dist {
+    Row      row;
+    Kept     kept;
+    int      greedy;
+    int32_t  best;      /* argmax (greedy rows) */
+    float    max_logit;
+    float    temperature;
+    int      shift;
+    uint64_t total;
+
+    __device__ uint64_t weight_of(int64_t t, float l) const {
+        if (greedy) return t == best ? ((uint64_t)1 << shift) : 0;
+        if (!kept.keeps(l, t)) return 0;
+        /* Divide, not multiply by 1/T, as the CPU (a subnormal T). */
+        return pyspec_fixed_weight(pyspec_exp_portable((l - max_logit) / temperature), shift);
+    }
+    __device__ uint64_t weight(int64_t t) const {
+        if (greedy) return t == best ? ((uint64_t)1 << shift) : 0;
+        return weight_of(t, row.at(t));
+    }
+};
+
+static __device__ int32_t compact_kept(const pyspec_cuda_seq &s, Dist *d, Shared &sh) {
+    const Row &r = d->row;
+    if (threadIdx.x == 0) sh.n_cand = 0;
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        const float l = r.at(t);
+        if (!(l > -INFINITY)) continue;
+        const uint32_t key = float_key(l);
+        if (!d->kept.k.keeps(key, t)) continue;
+        const int slot = atomicAdd(&sh.n_cand, 1);
+        if (slot < CAND_MAX) sh.cand_key[slot] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)t);
+    }
+    __syncthreads();
+    const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX; /* == min(top_k, finite) */
+    int32_t p2 = 1;
+    while (p2 < n) p2 <<= 1;
+    for (int j = n + threadIdx.x; j < p2; j += blockDim.x) sh.cand_key[j] = 0; /* ranks last */
+    block_bitonic_sort(sh.cand_key, p2); /* ascending: rank j is entry p2 - 1 - j */
+    if (threadIdx.x == 0) {
+        /* top-p on the ranked survivors, min-p, then the weights: as the reference does */
+        int32_t m = n;
+        if (s.top_p < 1.0f) {
+            unsigned long long z = 0, cum = 0;
+            for (int32_t j = 0; j < n; ++j)
+                z += nucleus_mass(key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32)), d->max_logit, d->shift);
+            const double target = (double)s.top_p * (double)z;
+            for (int32_t j = 0; j < n; ++j) {
+                cum += nucleus_mass(key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32)), d->max_logit, d->shift);
+                if ((double)cum >= target) { m = j + 1; break; }
+            }
+        }
+        if (s.min_p > 0.0f) {
+            const float threshold = d->max_logit + s.log_min_p;
+            int32_t keep = 0;
+            while (keep < m && key_float((uint32_t)(sh.cand_key[p2 - 1 - keep] >> 32)) >= threshold) ++keep;
+            m = keep;
+        }
+        unsigned long long total = 0;
+        for (int32_t j = 0; j < m; ++j) {
+            const float l = key_float((uint32_t)(sh.cand_key[p2 - 1 - j] >> 32));
+            sh.cand_w[j] = pyspec_fixed_weight(pyspec_exp_portable((l - d->max_logit) / d->temperature), d->shift);
+            total += sh.cand_w[j];
+        }
+        const unsigned long long last = sh.cand_key[p2 - 1 - (m - 1)];
+        sh.bcast[0] = m;
+        sh.bcast[1] = (long long)(last >> 32);
+        sh.bcast[2] = (long long)(0xffffffffu - (uint32_t)(last & 0xffffffffu));
+        sh.total = total;
+    }
+    __syncthreads();
+    const int32_t m = (int32_t)sh.bcast[0];
+    d->kept.p.all = 0;
+    d->kept.p.key = (uint32_t)sh.bcast[1];
+    d->kept.p.id = (int32_t)sh.bcast[2];
+    d->total = sh.total;
+    /* the kept ones in id order: (id << 32 | rank) */
+    int32_t q2 = 1;
+    while (q2 < m) q2 <<= 1;
+    __syncthreads();
+    for (int j = threadIdx.x; j < q2; j += blockDim.x) {
+        unsigned long long v = ~0ull;
+        if (j < m) v = ((unsigned long long)(0xffffffffu - (uint32_t)(sh.cand_key[p2 - 1 - j] & 0xffffffffu)) << 32) | (unsigned)j;
+        sh.cand_r[j] = v; /* staging: cand_key is still being read */
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < q2; j += blockDim.x) sh.cand_key[j] = sh.cand_r[j];
+    block_bitonic_sort(sh.cand_key, q2);
+    return m;
+}
+
+/* q of one token for a draft row. */
+struct DraftRow {
+    const float            *probs;  /* dense row, or the sparse row's values */
+    const unsigned long long *keys; /* sparse: sorted (token << 32 | j), n entries */
+    const float            *sums;   /* sparse: q summed over a token's entries, at its first key */
+    int64_t                 n;
+    int                     sparse;
+    __device__ float q(int64_t t) const {
+        if (!sparse) return probs[t];
+        unsigned long long want = (unsigned long long)t << 32;
+        int64_t lo = 0, hi = n;
+        while (lo < hi) { int64_t m = (lo + hi) >> 1; if (keys[m] < want) lo = m + 1; else hi = m; }
+        return lo < n && (keys[lo] >> 32) == (unsigned long long)t ? sums[lo] : 0.0f;
+    }
+};
+
+/* The first token in id order whose running sum of weight(t) exceeds target; -1 if none. */
+template <typename WeightF>
+static __device__ int32_t draw_in_id_order(int64_t V, const WeightF &weight, uint64_t target,
+                                           Shared &sh) {
+    if (threadIdx.x == 0) sh.found = -1;
+    __syncthreads();
+    unsigned long long carry = 0;
+    for (int64_t base = 0; base < V; base += blockDim.x) {
+        const int64_t t = base + threadIdx.x;
+        unsigned long long w = t < V ? weight(t) : 0, incl, tile_sum;
+        BlockScanU64(sh.scan).InclusiveSum(w, incl, tile_sum);
+        unsigned long long cum = carry + incl;
+        if (w > 0 && cum > target && cum - w <= target) sh.found = (int32_t)t;
+        __syncthreads();
+        if (sh.found >= 0) break;
+        carry += tile_sum;
+    }
+    int32_t r = sh.found;
+    __syncthreads();
+    return r;
+}
+
+/* The short-list path. After the top-k select, gathers the (at most CAND_MAX) top-k
+ * survivors, ranks them, applies top-p and min-p to the ranked list and computes their
+ * weights; leaves the kept ones in id order in cand_key (id << 32 | rank) with their
+ * weights in cand_w (by rank). Returns the number kept; sets d->kept.p to the last kept
+ * candidate, so d->weight() agrees, and d->total. */
+struct Dist;
+
+/* First entry (in id order) of the short list whose running sum of w exceeds target. */
+template <typename WeightF>
+static __device__ int32_t draw_short(int32_t m, const WeightF &w, uint64_t target, Shared &sh) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t found = -1;
+        unsigned long long cum = 0;
+        for (int32_t j = 0; j < m; ++j) {
+            const unsigned long long x = w(j);
+            cum += x;
+            if (x && cum > target) { found = (int32_t)(sh.cand_key[j] >> 32); break; }
+        }
+        sh.found = found;
+    }
+    __syncthreads();
+    const int32_t r = sh.found;
+    __syncthreads();
+    return r;
+}
+
+static __device__ void fail_row(pyspec_cuda_err *e, int32_t status, int32_t kind, int64_t seq,
+                                int64_t row, int64_t index, int32_t token, float value, double q) {
+    e->kind = kind;
+    e->seq = seq;
+    e->row = row;
+    e->index = index;
+    e->token = token;
+    e->value = value;
+    e->q = q;
+    e->status = status;
+}
+
+static __global__ void __launch_bounds__(NT)
+rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
+            int32_t window_cap, int32_t sparse_cap, const pyspec_cuda_err *seq_err,
+            pyspec_cuda_err *row_err) {
+#ifdef PYSPEC_CUDA_EMULATE
+    unsigned char *dyn = emu::dynamic_smem;
+#else
+    extern __shared__ __align__(16) unsigned char dyn[];
+#endif
+    __shared__ Shared sh;
+    const int64_t g = blockIdx.x;
+    int64_t lo = 0, hi = n_seqs - 1; /* the sequence owning row g */
+    while (lo < hi) {
+        int64_t m = (lo + hi + 1) >> 1;
+        if (seqs[m].row_base <= g) lo = m; else hi = m - 1;
+    }
+    const int64_t si = lo;
+    const pyspec_cuda_seq &s = seqs[si];
+    const int64_t i = g - s.row_base;
+    if (seq_err[si].status != PYSPEC_OK) return;
+    if (*(volatile long long *)s.out_n_accepted < i) return; /* behind a known rejection */
+    pyspec_cuda_err *my_err = &row_err[g];
+
+    /* Shared memory: sparse keys, their sums, then the penalty window. */
+    unsigned long long *sp_keys = (unsigned long long *)dyn;
+    float *sp_sums = (float *)(sp_keys + sparse_cap);
+    int32_t *win = (int32_t *)(sp_sums + sparse_cap);
+
+    Row r;
+    r.data = (const char *)s.logits + (size_t)(i * s.row_stride) * (dtype == PYSPEC_F32 ? 4 : 2);
+    r.dtype = dtype;
+    r.V = V;
+    r.win = win;
+    r.win_n = 0;
+    r.bloom = sh.bloom;
+    r.repeat = s.pen_repeat;
+    r.freq = s.pen_freq;
+    r.present = s.pen_present;
+    if (s.pen_on) { /* the window: last pen_last_n tokens of history ++ drafts[0..i) */
+        const int64_t total = s.n_history + i;
+        int64_t len = s.pen_last_n < 0 ? total : (total < s.pen_last_n ? total : s.pen_last_n);
+        if (len > window_cap) len = window_cap; /* checked on the host */
+        for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.bloom[c] = 0;
+        __syncthreads();
+        for (int j = threadIdx.x; j < window_cap; j += blockDim.x) {
+            int32_t tok = INT32_MAX;
+            if (j < len) {
+                int64_t idx = total - len + j;
+                tok = idx < s.n_history ? s.history[idx] : s.draft[idx - s.n_history];
+                atomicOr(&sh.bloom[(tok >> 5) & 255], 1u << (tok & 31));
+            }
+            win[j] = tok;
+        }
+        if (len > 0) block_bitonic_sort(win, window_cap);
+        __syncthreads();
+        r.win_n = (int32_t)len;
+    }
+
+    /* 1. scan: validity, max, argmax, number of finite candidates. */
+    int64_t bad = INT64_MAX;
+    unsigned long long best_key = 0; /* float key << 32 | (~id): larger ranks earlier */
+    long long n_finite = 0;
+    for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
+        float raw = load_logit(r.data, dtype, t);
+        if (isnan(raw) || raw == INFINITY) { if (t < bad) bad = t; continue; }
+        float l = r.penalise(t, raw);
+        if (!(l > -INFINITY)) continue;
+        ++n_finite;
+        unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
+        if (k > best_key) best_key = k;
+    }
+    bad = block_reduce(bad, MinOp());
+    best_key = block_reduce(best_key, MaxOp());
+    n_finite = block_reduce(n_finite, SumOp());
+    if (bad != INT64_MAX || best_key == 0) {
+        if (threadIdx.x == 0) {
+            if (bad != INT64_MAX)
+                fail_row(my_err, PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_LOGIT, si, i, bad, 0,
+                         load_logit(r.data, dtype, bad), 0.0);
+            else
+                fail_row(my_err, PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_NO_FINITE, si, i, -1, 0, 0.0f, 0.0);
+            s.out_tokens[i] = -1;
+            atomicMin((long long *)s.out_n_accepted, (long long)i);
+        }
+        return;
+    }
+
+    Dist d;
+    int32_t n_short = -1; /* >= 0: the kept set is the short list in shared memory */
+    d.row = r;
+    d.best = (int32_t)(0xffffffffu - (uint32_t)(best_key & 0xffffffffu));
+    d.max_logit = key_float((uint32_t)(best_key >> 32));
+    d.greedy = !(s.temperature > 0.0f);
+    d.temperature = s.temperature;
+    d.shift = pyspec_weight_shift(V);
+    d.kept.k.all = 1;
+    d.kept.p.all = 1;
+    d.kept.min_p_on = 0;
+    d.kept.threshold = -INFINITY;
+    if (d.greedy) {
+        d.total = (uint64_t)1 << d.shift;
+    } else {
+        /* 2. top-k */
+        const bool top_k_on = s.top_k > 0 && s.top_k < V;
+        if (top_k_on && n_finite > s.top_k)
+            d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
+        if (top_k_on && (n_finite < s.top_k ? n_finite : s.top_k) <= CAND_MAX) {
+            /* 3-5 on the short list */
+            n_short = compact_kept(s, &d, sh);
+        } else {
+        /* 3. top-p over the top-k survivors */
+        if (s.top_p < 1.0f) {
+            unsigned long long z = 0;
+            for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
+                float l = r.at(t);
+                if (l > -INFINITY && d.kept.k.keeps(float_key(l), t)) z += nucleus_mass(l, d.max_logit, d.shift);
+            }
+            z = block_reduce(z, SumOp());
+            d.kept.p = select_nucleus(r, d.kept.k, d.max_logit, d.shift,
+                                      (double)s.top_p * (double)z, sh);
+        }
+        /* 4. min-p */
+        if (s.min_p > 0.0f) {
+            d.kept.min_p_on = 1;
+            d.kept.threshold = d.max_logit + s.log_min_p; /* pyspec_min_p_threshold, log on the host */
+        }
+        /* 5. total */
+        unsigned long long total = 0;
+        for (int64_t t = threadIdx.x; t < V; t += blockDim.x) total += d.weight(t);
+        d.total = block_reduce(total, SumOp());
+        }
+    }
+
+    const int64_t pos = s.position + i;
+    int32_t token;
+    int stops;
+    auto w_of = [&](int64_t t) -> unsigned long long { return d.weight(t); };
+    auto w_short = [&](int32_t j) -> unsigned long long { return sh.cand_w[sh.cand_key[j] & 0xffffffffu]; };
+    auto draw_p = [&](double u) -> int32_t {
+        const uint64_t target = pyspec_draw_target(u, d.total);
+        if (d.greedy) return d.best;
+        if (n_short >= 0) return draw_short(n_short, w_short, target, sh);
+        return draw_in_id_order(V, w_of, target, sh);
+    };
+    if (i == s.n_draft || !s.q_probs) { /* bonus row, or a point-mass draft */
+        double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_SAMPLE);
+        token = draw_p(u);
+        stops = i == s.n_draft || token != s.draft[i];
+    } else { /* modified rejection sampling */
+        DraftRow q;
+        q.sparse = s.q_tokens != NULL;
+        q.probs = s.q_probs + i * s.q_stride;
+        q.keys = sp_keys;
+        q.sums = sp_sums;
+        q.n = s.q_n;
+        if (q.sparse) { /* sort the row's (token, entry) pairs; sum each token's q in entry order */
+            const int32_t *tok = s.q_tokens + i * s.q_stride;
+            for (int j = threadIdx.x; j < sparse_cap; j += blockDim.x)
+                sp_keys[j] = j < s.q_n ? ((unsigned long long)(uint32_t)tok[j] << 32) | (unsigned)j : ~0ull;
+            block_bitonic_sort(sp_keys, sparse_cap);
+            for (int j = threadIdx.x; j < s.q_n; j += blockDim.x) {
+                unsigned long long t = sp_keys[j] >> 32;
+                if (j > 0 && (sp_keys[j - 1] >> 32) == t) continue;
+                float sum = 0.0f;
+                for (int m = j; m < s.q_n && (sp_keys[m] >> 32) == t; ++m)
+                    sum += q.probs[sp_keys[m] & 0xffffffffu];
+                sp_sums[j] = sum;
+            }
+            __syncthreads();
+        }
+        const int32_t x = s.draft[i];
+        const float qx = q.q(x);
+        if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) {
+            if (threadIdx.x == 0) {
+                fail_row(my_err, PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_DRAFTED_Q, si, i, 0, x,
+                         0.0f, (double)qx);
+                s.out_tokens[i] = -1;
+                atomicMin((long long *)s.out_n_accepted, (long long)i);
+            }
+            return;
+        }
+        const double px = (double)d.weight(x) / (double)d.total;
+        const double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_ACCEPT);
+        if (pyspec_accepts(u, (double)qx, px)) {
+            token = x;
+            stops = 0;
+        } else {
+            /* residual over the kept set; q is validated there, as on the CPU */
+            unsigned long long residual = 0;
+            long long bad_q = LLONG_MAX;
+            if (n_short >= 0) { /* the short list, in id order */
+                for (int32_t j = threadIdx.x; j < n_short; j += blockDim.x) {
+                    const int32_t t = (int32_t)(sh.cand_key[j] >> 32);
+                    const float qt = q.q(t);
+                    sh.cand_r[j] = 0;
+                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    sh.cand_r[j] = pyspec_fixed_residual(w_short(j), d.total, (double)qt);
+                    residual += sh.cand_r[j];
+                }
+            } else {
+                for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
+                    uint64_t w = d.weight(t);
+                    if (!w && !(d.greedy ? t == d.best : d.kept.keeps(r.at(t), t))) continue;
+                    float qt = q.q(t);
+                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    residual += pyspec_fixed_residual(w, d.total, (double)qt);
+                }
+            }
+            bad_q = block_reduce(bad_q, MinOp());
+            residual = block_reduce(residual, SumOp());
+            if (bad_q != LLONG_MAX) {
+                if (threadIdx.x == 0) {
+                    fail_row(my_err, PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_Q, si, i, 0,
+                             (int32_t)bad_q, 0.0f, (double)q.q(bad_q));
+                    s.out_tokens[i] = -1;
+                    atomicMin((long long *)s.out_n_accepted, (long long)i);
+                }
+                return;
+            }
+            const double u_res = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_RESIDUAL);
+            if (residual > 0 && n_short >= 0) {
+                auto r_short = [&](int32_t j) -> unsigned long long { return sh.cand_r[j]; };
+                token = draw_short(n_short, r_short, pyspec_draw_target(u_res, residual), sh);
+            } else if (residual > 0) {
+                const uint64_t total = d.total;
+                auto r_of = [&](int64_t t) -> unsigned long long {
+                    uint64_t w = d.weight(t);
+                    return w ? pyspec_fixed_residual(w, total, (double)q.q(t)) : 0;
+                };
+                token = draw_in_id_order(V, r_of, pyspec_draw_target(u_res, residual), sh);
+            } else { /* p <= q on the whole support: draw from p */
+                token = draw_p(u_res);
+            }
+            stops = 1;
+        }
+    }
+    if (token < 0) token = d.best; /* unreachable: the target is below the total */
+
+    float logprob = 0.0f;
+    if (s.out_logprobs) { /* log-softmax of the raw row at the token (expf: not bit-exact) */
+        double z = 0.0;
+        for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
+            float raw = load_logit(r.data, dtype, t);
+            if (raw > -INFINITY) z += (double)expf(raw - d.max_logit);
+        }
+        z = block_reduce(z, SumOp());
+        logprob = (float)((double)load_logit(r.data, dtype, token) - (double)d.max_logit - log(z));
+    }
+    if (threadIdx.x == 0) {
+        s.out_tokens[i] = token;
+        if (s.out_logprobs) s.out_logprobs[i] = logprob;
+        my_err->status = PYSPEC_OK;
+        if (stops) atomicMin((long long *)s.out_n_accepted, (long long)i);
+    }
+}
+
+#ifndef PYSPEC_CUDA_EMULATE
+size_t pyspec_cuda_rows_smem(int32_t window_cap, int32_t sparse_cap) {
+    return (size_t)sparse_cap * (sizeof(unsigned long long) + sizeof(float)) +
+           (size_t)window_cap * sizeof(int32_t);
+}
+
+size_t pyspec_cuda_rows_static_smem(void) {
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, rows_kernel) != cudaSuccess) return 65536;
+    return attr.sharedSizeBytes;
+}
+
+cudaError_t pyspec_cuda_rows_set_max_smem(size_t bytes) {
+    return cudaFuncSetAttribute(rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+cudaError_t pyspec_cuda_launch_rows(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
+                                    int64_t total_rows, int64_t n_vocab, int32_t dtype,
+                                    int32_t window_cap, int32_t sparse_cap,
+                                    const pyspec_cuda_err *d_seq_err, pyspec_cuda_err *d_row_err,
+                                    cudaStream_t stream) {
+    size_t smem = pyspec_cuda_rows_smem(window_cap, sparse_cap);
+    rows_kernel<<<(unsigned)total_rows, NT, smem, stream>>>(d_seqs, n_seqs, n_vocab, dtype,
+                                                            window_cap, sparse_cap, d_seq_err,
+                                                            d_row_err);
+    return cudaGetLastError();
+}
+#endif /* PYSPEC_CUDA_EMULATE */

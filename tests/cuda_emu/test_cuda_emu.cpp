@@ -1,0 +1,270 @@
+// test_cuda_emu.cpp - runs the CUDA kernels of pyspec on the host (emu.h: one std::thread
+// per CUDA thread) and compares what they emit with a plain sequential implementation of
+// the portable-draw rules (fixed-point weights, token-id-order draws; see csrc/draw.h), over
+// random cases: every dtype, mode (greedy, point-mass, dense q, sparse q with repeated
+// tokens), transform combination, ties, -inf entries, penalties, ragged batches, errors.
+// Greedy rows are also compared with the CPU library (whose sampling rows follow the
+// portable rules only once that change is merged).
+//
+// This tests the kernels' logic (radix selects, nucleus walk, scans, skipping, error
+// records) without a GPU. It does not test the CUDA compiler, memory spaces, or timing.
+//
+// Usage: test_cuda_emu [n_cases] [block_threads] [big]
+//   big = 1: vocabularies of 32000 and 151936, penalty windows of up to 3000 tokens and
+//   sparse draft rows of 300 entries (slower).
+#include "emu.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+
+// The kernels, compiled for the host.
+#include "../../csrc/cuda/validate.cu"
+#include "../../csrc/cuda/verify_rows.cu"
+#include "../../csrc/cuda/stage.h"
+#include "spec_reference.h"
+
+// ---- the emulator's state ---------------------------------------------------------------
+thread_local emu_dim3 threadIdx;
+emu_dim3 blockIdx_shared, blockDim;
+namespace emu {
+std::unique_ptr<std::barrier<>> block_barrier;
+std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+uint64_t warp_exchange[32][32];
+alignas(16) unsigned char dynamic_smem[1 << 18];
+
+void launch(unsigned blocks, unsigned threads, const std::function<void()> &body) {
+    blockDim.x = threads;
+    block_barrier = std::make_unique<std::barrier<>>(threads);
+    warp_barriers.clear();
+    for (unsigned w = 0; w < threads / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    for (unsigned b = 0; b < blocks; ++b) {
+        blockIdx_shared.x = b;
+        std::vector<std::thread> ts;
+        ts.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t)
+            ts.emplace_back([&body, t] { threadIdx.x = t; body(); });
+        for (auto &t : ts) t.join();
+    }
+}
+}  // namespace emu
+
+static int32_t pow2_at_least(int64_t n) {
+    if (n <= 0) return 0;
+    int32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+// The three kernels of a call, as api.cu enqueues them (descriptors staged by hand).
+struct EmuResult { int status; pyspec_cuda_err err; };
+static EmuResult run_emulated(const pyspec_sequence *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
+                              unsigned threads) {
+    std::vector<pyspec_cuda_seq> d(n_seqs);
+    int64_t base = 0, window = 0, sparse = 0;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        pyspec_cuda_stage_seq(&d[s], &seqs[s], base);
+        base += seqs[s].n_draft + 1;
+        const pyspec_sampling_params &p = seqs[s].params;
+        if (pyspec_penalties_on(&p)) {
+            int64_t w = p.penalty_last_n < 0 ? p.n_penalty_history + seqs[s].n_draft : p.penalty_last_n;
+            window = std::max(window, std::min(w, p.n_penalty_history + seqs[s].n_draft));
+        }
+        if (seqs[s].draft_probs && seqs[s].draft_probs->tokens && seqs[s].n_draft > 0)
+            sparse = std::max(sparse, seqs[s].draft_probs->n_per_row);
+    }
+    const int64_t total_rows = base;
+    std::vector<pyspec_cuda_err> seq_err(n_seqs), row_err(total_rows);
+    pyspec_cuda_err err;
+    memset(&err, 0, sizeof err);
+    const pyspec_cuda_seq *dp = d.data();
+    emu::launch((unsigned)n_seqs, 64, [&] { validate_kernel(dp, V, seq_err.data()); });
+    const int32_t wc = pow2_at_least(window), sc = pow2_at_least(sparse);
+    emu::launch((unsigned)total_rows, threads,
+                [&] { rows_kernel(dp, n_seqs, V, dtype, wc, sc, seq_err.data(), row_err.data()); });
+    emu::launch(1, 64, [&] { finish_kernel(dp, n_seqs, seq_err.data(), row_err.data(), &err); });
+    return { err.status, err };
+}
+
+// ---- random cases -------------------------------------------------------------------------
+static uint16_t to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if (std::isnan(f)) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static uint16_t to_f16(float f) { // round to nearest even, via the float bits
+    uint32_t x = __float_as_uint(f), sign = (x >> 16) & 0x8000u;
+    if (std::isnan(f)) return 0x7e00;
+    float a = std::fabs(f);
+    if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) return (uint16_t)(sign | (uint16_t)std::nearbyint(a * 16777216.0f));
+    uint32_t ax = __float_as_uint(a);
+    uint32_t mant = ax & 0x7fffffu, exp = (ax >> 23) - 112;
+    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+    return (uint16_t)(sign | h);
+}
+
+int main(int argc, char **argv) {
+    const int n_cases = argc > 1 ? atoi(argv[1]) : 300;
+    const unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 64;
+    const bool big = argc > 3 && atoi(argv[3]) != 0;
+    const int H = big ? 3000 : 12, M = big ? 300 : 8; /* history length, sparse entries per row */
+    std::mt19937_64 rng(20261129);
+    pyspec_verifier *cpu = NULL;
+    pyspec_error e;
+    if (pyspec_verifier_create(151936, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
+    int failures = 0, greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0, with_errors = 0;
+    const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
+    for (int c = 0; c < n_cases; ++c) {
+        const int64_t V = big ? (rng() % 2 ? 32000 : 151936) : V_LIST[rng() % 6];
+        const int32_t dtype = (int32_t)(rng() % 3);
+        const int mode = (int)(rng() % 4); // 0 point, 1 self, 2 dense, 3 sparse
+        const int n_seqs = 1 + (int)(rng() % 3);
+        const bool ties = rng() % 3 == 0, masks = rng() % 4 == 0, inject = rng() % 25 == 0;
+        std::vector<int> ks(n_seqs);
+        int rows = 0;
+        for (int s = 0; s < n_seqs; ++s) { ks[s] = (int)(rng() % 5); rows += ks[s] + 1; }
+        std::vector<float> f((size_t)rows * V);
+        std::extreme_value_distribution<float> g(0.0f, 2.0f);
+        for (auto &x : f) x = ties ? std::round(g(rng)) : g(rng);
+        for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] += 8.0f;
+        if (masks) for (auto &x : f) if (rng() % 3 == 0) x = -INFINITY;
+        if (masks) for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] = 1.0f; // one finite
+        if (inject) f[rng() % f.size()] = rng() % 2 ? NAN : INFINITY;
+        std::vector<uint16_t> h16(f.size());
+        const void *logits = f.data();
+        if (dtype != PYSPEC_F32) {
+            for (size_t j = 0; j < f.size(); ++j) h16[j] = dtype == PYSPEC_F16 ? to_f16(f[j]) : to_bf16(f[j]);
+            logits = h16.data();
+        }
+        const size_t elem = dtype == PYSPEC_F32 ? 4 : 2;
+        std::vector<int32_t> drafts(rows), hist((size_t)n_seqs * H), qtok((size_t)rows * M);
+        std::vector<float> q(mode == 2 ? (size_t)rows * V : 1), qs((size_t)rows * M);
+        std::vector<pyspec_sequence> seqs(n_seqs);
+        std::vector<pyspec_draft_probs> dps(n_seqs);
+        std::vector<int32_t> out_cpu(rows), out_emu(rows);
+        std::vector<int64_t> n_cpu(n_seqs), n_emu(n_seqs);
+        int row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            pyspec_sequence &sq = seqs[s];
+            memset(&sq, 0, sizeof sq);
+            const int k = ks[s];
+            for (int i = 0; i < k; ++i) {
+                int32_t d = (int32_t)(rng() % V);
+                if (mode == 1 || rng() % 2) { // the row's maximum (often accepted)
+                    const float *r = f.data() + (size_t)(row0 + i) * V;
+                    d = (int32_t)(std::max_element(r, r + V) - r);
+                }
+                drafts[row0 + i] = d;
+                if (mode == 2) {
+                    float *qr = q.data() + (size_t)(row0 + i) * V, sum = 0.0f;
+                    const bool one_hot = rng() % 4 == 0;
+                    for (int64_t t = 0; t < V; ++t) { qr[t] = one_hot ? 0.0f : (float)(rng() % 4 == 0 ? rng() % 100 : 0); sum += qr[t]; }
+                    qr[d] += 50.0f; sum += 50.0f;
+                    for (int64_t t = 0; t < V; ++t) qr[t] /= sum;
+                } else if (mode == 3) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < M; ++j) {
+                        qtok[(size_t)(row0 + i) * M + j] = j == 0 || rng() % 3 == 0 ? d : (int32_t)(rng() % V);
+                        qs[(size_t)(row0 + i) * M + j] = (float)(1 + rng() % 50);
+                        sum += qs[(size_t)(row0 + i) * M + j];
+                    }
+                    for (int j = 0; j < M; ++j) qs[(size_t)(row0 + i) * M + j] /= sum;
+                }
+            }
+            for (int j = 0; j < H; ++j) hist[(size_t)s * H + j] = (int32_t)(rng() % std::min<int64_t>(V, big ? 500 : V));
+            sq.target_logits = (const char *)logits + (size_t)row0 * V * elem;
+            sq.logits_row_stride = V;
+            sq.draft_tokens = drafts.data() + row0;
+            sq.n_draft = k;
+            pyspec_sampling_params &p = sq.params;
+            p.seed = rng();
+            p.top_p = 1.0f;
+            p.penalty_repeat = 1.0f;
+            switch (rng() % 10) {
+            case 0: p.temperature = 0.0f; break;
+            case 1: p.temperature = 1.0f; break;
+            case 2: p.temperature = 0.8f; p.top_k = 40; p.top_p = 0.95f; p.min_p = 0.05f; break;
+            case 3: p.temperature = 1.2f; p.top_p = 0.7f; break;
+            case 4: p.temperature = 1.0f; p.min_p = 0.2f; break;
+            case 5: p.temperature = 0.7f; p.top_k = 1 + (int)(rng() % 3); break;
+            case 6: p.temperature = 1.0f; p.top_k = 5; p.top_p = 0.5f; break;
+            case 7: p.temperature = 1.0f; p.top_k = 50; p.penalty_last_n = big ? 2500 : 8; p.penalty_repeat = 1.3f;
+                    p.penalty_freq = 0.5f; p.penalty_present = 0.25f; break;
+            case 8: p.temperature = 0.9f; p.top_p = 0.8f; p.penalty_last_n = -1; p.penalty_repeat = 1.5f; break;
+            case 9: p.temperature = 1.1f; p.top_k = 1500; p.top_p = 0.9f; p.min_p = 0.01f; break; /* > CAND_MAX */
+            }
+            p.penalty_history = hist.data() + (size_t)s * H;
+            p.n_penalty_history = H;
+            sq.position = (int64_t)(rng() % 100000);
+            if (mode >= 2) {
+                dps[s].probs = mode == 2 ? q.data() + (size_t)row0 * V : qs.data() + (size_t)row0 * M;
+                dps[s].tokens = mode == 3 ? qtok.data() + (size_t)row0 * M : NULL;
+                dps[s].row_stride = mode == 2 ? V : M;
+                dps[s].n_per_row = mode == 3 ? M : 0;
+                sq.draft_probs = &dps[s];
+            }
+            row0 += k + 1;
+        }
+        // the CPU library
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            seqs[s].out_tokens = out_cpu.data() + row0; seqs[s].out_n_accepted = &n_cpu[s]; row0 += ks[s] + 1;
+        }
+        const int st_cpu = pyspec_verify_batch(cpu, seqs.data(), n_seqs, V, dtype, 1, &e);
+        // the emulated GPU
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s]; row0 += ks[s] + 1;
+        }
+        EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads);
+        // the reference, sequence by sequence (its first error is the call's)
+        int st_ref = 0;
+        std::vector<RefSeq> ref(n_seqs);
+        for (int s = 0; s < n_seqs && !st_ref; ++s) { ref[s] = ref_seq(seqs[s], V, dtype); st_ref = ref[s].status; }
+        ++compared;
+        if (st_ref || em.status || st_cpu) {
+            ++with_errors;
+            if (st_ref != em.status || st_cpu != em.status) {
+                ++failures;
+                printf("case %d: status ref %d emu %d (kind %d seq %lld row %lld) cpu %d (%s)\n", c, st_ref, em.status,
+                       em.err.kind, (long long)em.err.seq, (long long)em.err.row, st_cpu, e.message);
+            }
+            continue;
+        }
+        row0 = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            bool same = n_emu[s] == ref[s].n_accepted;
+            for (int64_t i = 0; same && i <= n_emu[s]; ++i) same = out_emu[row0 + i] == ref[s].tokens[i];
+            if (!same) {
+                ++failures;
+                printf("case %d seq %d: V %lld dtype %d mode %d T %g top_k %d top_p %g min_p %g pen %d: emu n %lld, ref n %lld",
+                       c, s, (long long)V, dtype, mode, seqs[s].params.temperature, seqs[s].params.top_k,
+                       seqs[s].params.top_p, seqs[s].params.min_p, seqs[s].params.penalty_last_n,
+                       (long long)n_emu[s], (long long)ref[s].n_accepted);
+                for (int64_t i = 0; i <= std::min<int64_t>(n_emu[s], (int64_t)ref[s].tokens.size() - 1); ++i)
+                    printf(" [%d %d]", out_emu[row0 + i], ref[s].tokens[i]);
+                printf("\n");
+            }
+            bool same_cpu = n_emu[s] == n_cpu[s];
+            for (int64_t i = 0; same_cpu && i <= n_emu[s]; ++i) same_cpu = out_emu[row0 + i] == out_cpu[row0 + i];
+            if (!same_cpu) {
+                if (!(seqs[s].params.temperature > 0.0f)) ++greedy_cpu_diff;
+                else ++sampled_cpu_diff;
+            }
+            row0 += ks[s] + 1;
+        }
+    }
+    printf("%d cases (%d with errors), %d block threads: %d differ from the reference; vs the CPU library: "
+           "%d greedy sequences differ, %d sampled sequences differ\n",
+           compared, with_errors, threads, failures, greedy_cpu_diff, sampled_cpu_diff);
+    pyspec_verifier_free(cpu);
+    return failures || greedy_cpu_diff ? 1 : 0;
+}
