@@ -356,6 +356,13 @@ static inline __m512i fixed8(__m256 w, __m512d scale) {
     return _mm512_sub_epi64(_mm512_castpd_si512(d), _mm512_castpd_si512(magic));
 }
 
+/* Unsigned horizontal sum (_mm512_reduce_add_epi64 adds as signed). */
+static inline uint64_t hsum8_u64(__m512i v) {
+    uint64_t lanes[8];
+    _mm512_storeu_si512((void *)lanes, v);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+
 static inline __m256 upper8(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
@@ -375,7 +382,7 @@ fixed_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype, float max_
             acc = _mm512_add_epi64(acc, fixed8(_mm512_castps512_ps256(w), scale));
             acc = _mm512_add_epi64(acc, fixed8(upper8(w), scale));
         }
-        total = _mm512_reduce_add_epi64(acc);
+        total = hsum8_u64(acc);
     }
 #elif defined(PYSPEC_HAVE_AVX2)
     {
@@ -419,7 +426,7 @@ uint64_t pyspec_fixed_weights(const float *logit, int64_t n, float max_logit, fl
             _mm512_storeu_si512((void *)(out + i + 8), hi);
             acc = _mm512_add_epi64(acc, _mm512_add_epi64(lo, hi));
         }
-        total = _mm512_reduce_add_epi64(acc);
+        total = hsum8_u64(acc);
     }
 #elif defined(PYSPEC_HAVE_AVX2)
     {
