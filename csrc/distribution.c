@@ -72,7 +72,11 @@ static int64_t nucleus_select(int32_t *token, float *logit, uint64_t *w, int64_t
         if (pyspec_top_p_reached(acc + mass_gt, top_p, z)) { hi = gt; continue; }
         for (int64_t j = gt; j < lt; ++j) mass_eq += w[j];
         acc += mass_gt;
-        if (pyspec_top_p_reached(acc + mass_eq, top_p, z)) { lo = gt; hi = lt; break; } /* cut among equal logits */
+        if (pyspec_top_p_reached(acc + mass_eq, top_p, z)) { /* cut among equal logits */
+            lo = gt;
+            hi = lt;
+            break;
+        }
         acc += mass_eq;
         lo = lt;
     }
@@ -176,8 +180,10 @@ static int64_t gather_penalised(const void *row, int64_t n_vocab, int32_t dtype,
     n = apply_penalties(row, dtype, pen, penalised, token + first_pen, logit + first_pen, 0) + first_pen;
     if (exp_sum) {
         uint64_t z = pyspec_row_fixed_sum(row, n_vocab, dtype, max_logit, shift);
-        for (int64_t j = 0; j < pen->n; ++j)
-            z -= pyspec_fixed_weight(pyspec_exp_portable(pyspec_load_logit(row, dtype, pen->token[j]) - max_logit), shift);
+        for (int64_t j = 0; j < pen->n; ++j) {
+            const float raw = pyspec_load_logit(row, dtype, pen->token[j]);
+            z -= pyspec_fixed_weight(pyspec_exp_portable(raw - max_logit), shift);
+        }
         for (int64_t i = first_pen; i < n; ++i)
             z += pyspec_fixed_weight(pyspec_exp_portable(logit[i] - max_logit), shift);
         *exp_sum = z;
