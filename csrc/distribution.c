@@ -7,21 +7,27 @@
  * therefore the shortest of the three prefixes. With top-k on, everything after the
  * streaming pass works on at most k candidates; with top-k off, a gather pass collects the
  * min-p survivors (every finite token when min-p is off too).
+ *
+ * Weights are draw.h's fixed-point integers of pyspec_exp_portable, so top-p's cut, every
+ * probability and every draw are exact functions of the logits that a GPU back end
+ * reproduces bit for bit; draws walk the kept tokens in ascending token-id order.
  */
 #include <float.h>
 #include <math.h>
 
+#include "draw.h"
 #include "internal.h"
 #include "rules.h"
 
 
 /* Shell sort by rank; `w` (may be NULL) is permuted along. k is usually tens. */
-static void sort_by_rank(int32_t *token, float *logit, float *w, int64_t n) {
+static void sort_by_rank(int32_t *token, float *logit, uint64_t *w, int64_t n) {
     int64_t gap = 1;
     while (gap < n / 3) gap = 3 * gap + 1;
     for (; gap >= 1; gap /= 3) {
         for (int64_t i = gap; i < n; ++i) {
-            float l = logit[i], x = w ? w[i] : 0.0f;
+            float l = logit[i];
+            uint64_t x = w ? w[i] : 0;
             int32_t t = token[i];
             int64_t j = i;
             while (j >= gap && pyspec_ranks_before(l, t, logit[j - gap], token[j - gap])) {
@@ -37,19 +43,21 @@ static void sort_by_rank(int32_t *token, float *logit, float *w, int64_t n) {
     }
 }
 
-static inline void swap3(int32_t *token, float *logit, float *w, int64_t a, int64_t b) {
+static inline void swap3(int32_t *token, float *logit, uint64_t *w, int64_t a, int64_t b) {
     int32_t t = token[a]; token[a] = token[b]; token[b] = t;
     float l = logit[a]; logit[a] = logit[b]; logit[b] = l;
-    float x = w[a]; w[a] = w[b]; w[b] = x;
+    uint64_t x = w[a]; w[a] = w[b]; w[b] = x;
 }
 
-/* Top-p over unsorted candidates with weights w = exp(logit - max): reorders them so that
- * the first m are the m best by rank, m being the smallest count whose weight reaches
- * `target`, and returns m. Expected linear time: a three-way quickselect on mass, then a
- * sort of the short range where the cut falls. */
-static int64_t nucleus_select(int32_t *token, float *logit, float *w, int64_t n, double target) {
+/* Top-p over unsorted candidates with fixed-point untempered weights w: reorders them so
+ * that the first m are the m best by rank, m being the smallest count whose summed weight
+ * reaches top_p of z (pyspec_top_p_reached), and returns m. Expected linear time: a
+ * three-way quickselect on mass, then a sort of the short range where the cut falls. The
+ * sums are exact integers, so the cut is the one a walk in rank order finds. */
+static int64_t nucleus_select(int32_t *token, float *logit, uint64_t *w, int64_t n, float top_p,
+                              uint64_t z) {
     int64_t lo = 0, hi = n; /* [0, lo) is inside the nucleus, [hi, n) outside */
-    double acc = 0.0;       /* weight of [0, lo) */
+    uint64_t acc = 0;       /* weight of [0, lo) */
     while (hi - lo > 32) {
         float a = logit[lo], b = logit[lo + (hi - lo) / 2], c = logit[hi - 1];
         float pivot = fmaxf(fminf(a, b), fminf(fmaxf(a, b), c)); /* median of three */
@@ -59,64 +67,62 @@ static int64_t nucleus_select(int32_t *token, float *logit, float *w, int64_t n,
             else if (logit[i] < pivot) swap3(token, logit, w, i, --lt);
             else ++i;
         }
-        double mass_gt = 0.0, mass_eq = 0.0;
+        uint64_t mass_gt = 0, mass_eq = 0;
         for (int64_t j = lo; j < gt; ++j) mass_gt += w[j];
-        if (acc + mass_gt >= target) { hi = gt; continue; }
+        if (pyspec_top_p_reached(acc + mass_gt, top_p, z)) { hi = gt; continue; }
         for (int64_t j = gt; j < lt; ++j) mass_eq += w[j];
         acc += mass_gt;
-        if (acc + mass_eq >= target) { lo = gt; hi = lt; break; } /* cut among equal logits */
+        if (pyspec_top_p_reached(acc + mass_eq, top_p, z)) { /* cut among equal logits */
+            lo = gt;
+            hi = lt;
+            break;
+        }
         acc += mass_eq;
         lo = lt;
     }
     sort_by_rank(token + lo, logit + lo, w + lo, hi - lo);
     for (int64_t j = lo; j < hi; ++j) {
         acc += w[j];
-        if (acc >= target) return j + 1;
+        if (pyspec_top_p_reached(acc, top_p, z)) return j + 1;
     }
-    return hi; /* rounding: the whole remaining range */
+    return hi; /* the candidates never reach top_p of z (z counts tokens min-p dropped) */
 }
 
 /* Applies top-p, min-p and temperature to the candidates of one row and fills dist.
  * sorted != 0: the candidates are the top-k survivors in rank order; top-p normalises over
  * them and min-p is still to apply. sorted == 0: the candidates are the min-p survivors in
- * any order, and top-p normalises over the whole row (row_exp_sum). */
-static void finish_dist(int32_t *token, float *logit, float *w, int64_t n, int sorted,
-                        float max_logit, double row_exp_sum, const pyspec_sampling_params *p,
-                        pyspec_row_dist *dist) {
+ * any order, and top-p normalises over the whole row (row_z, the row's fixed-point sum). */
+static void finish_dist(int32_t *token, float *logit, uint64_t *w, int64_t n, int sorted,
+                        float max_logit, uint64_t row_z, float log_min_p, int shift,
+                        const pyspec_sampling_params *p, pyspec_row_dist *dist) {
     if (p->top_p < 1.0f) {
-        double z = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-            w[i] = expf(logit[i] - max_logit);
-            z += w[i];
-        }
+        /* Untempered weights exp(logit - max) in fixed point. */
+        uint64_t z = pyspec_fixed_weights(logit, n, max_logit, 1.0f, shift, w);
         if (sorted) {
-            double target = (double)p->top_p * z, cum = 0.0;
+            uint64_t cum = 0;
             for (int64_t i = 0; i < n; ++i) {
                 cum += w[i];
-                if (cum >= target) { n = i + 1; break; }
+                if (pyspec_top_p_reached(cum, p->top_p, z)) { n = i + 1; break; }
             }
         } else {
-            n = nucleus_select(token, logit, w, n, (double)p->top_p * row_exp_sum);
+            n = nucleus_select(token, logit, w, n, p->top_p, row_z);
         }
     }
     if (sorted && p->min_p > 0.0f) {
-        const float min_logit = pyspec_min_p_threshold(max_logit, p->min_p);
+        const float min_logit = pyspec_min_p_threshold(max_logit, log_min_p);
         int64_t keep = 1;
         while (keep < n && logit[keep] >= min_logit) ++keep;
         n = keep;
     }
     /* Divide, not multiply by 1/T: for a subnormal T, 1/T overflows to inf and 0 * inf is
-     * NaN at the maximum, while 0 / T is 0 and the others go to -inf, i.e. greedy. */
-    double total = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-        w[i] = expf((logit[i] - max_logit) / p->temperature);
-        total += w[i];
-    }
+     * NaN at the maximum, while 0 / T is 0 and the others go to -inf, i.e. greedy. The
+     * maximum gets exp(0) = 1, i.e. 2^shift, so the total is never 0. */
     dist->token = token;
     dist->weight = w;
     dist->n = n;
-    dist->total = total;
+    dist->total = pyspec_fixed_weights(logit, n, max_logit, p->temperature, shift, w);
     dist->max_logit = max_logit;
+    dist->shift = shift;
 }
 
 /* Penalties on a candidate list: drops the raw values of penalised tokens (marked in
@@ -152,18 +158,18 @@ static int64_t best_by_rank(const int32_t *token, const float *logit, int64_t n)
 }
 
 /* The top-k-off gather when penalties are on: min-p survivors of the penalised row, and the
- * penalised row's softmax normaliser (relative to max_logit) when asked. */
+ * penalised row's fixed-point softmax normaliser (relative to max_logit) when asked. The
+ * normaliser is the raw row's sum with the penalised tokens' raw terms swapped for their
+ * penalised ones: integer sums, so that is exactly the sum over the penalised row. */
 static int64_t gather_penalised(const void *row, int64_t n_vocab, int32_t dtype, float threshold,
-                                float max_logit, const pyspec_penalties *pen,
+                                float max_logit, int shift, const pyspec_penalties *pen,
                                 const uint8_t *penalised, int32_t *token, float *logit,
-                                double *exp_sum) {
+                                uint64_t *exp_sum) {
     int64_t n = 0;
-    double z = 0.0;
     for (int64_t i = 0; i < n_vocab; ++i) {
         if (penalised[i]) continue;
         float x = pyspec_load_logit(row, dtype, i);
         if (!(x > -INFINITY)) continue;
-        if (exp_sum) z += expf(x - max_logit);
         if (x >= threshold) {
             token[n] = (int32_t)i;
             logit[n] = x;
@@ -172,16 +178,24 @@ static int64_t gather_penalised(const void *row, int64_t n_vocab, int32_t dtype,
     }
     int64_t first_pen = n;
     n = apply_penalties(row, dtype, pen, penalised, token + first_pen, logit + first_pen, 0) + first_pen;
+    if (exp_sum) {
+        uint64_t z = pyspec_row_fixed_sum(row, n_vocab, dtype, max_logit, shift);
+        for (int64_t j = 0; j < pen->n; ++j) {
+            const float raw = pyspec_load_logit(row, dtype, pen->token[j]);
+            z -= pyspec_fixed_weight(pyspec_exp_portable(raw - max_logit), shift);
+        }
+        for (int64_t i = first_pen; i < n; ++i)
+            z += pyspec_fixed_weight(pyspec_exp_portable(logit[i] - max_logit), shift);
+        *exp_sum = z;
+    }
     int64_t kept = first_pen;
     for (int64_t i = first_pen; i < n; ++i) {
-        if (exp_sum) z += expf(logit[i] - max_logit);
         if (logit[i] >= threshold) {
             token[kept] = token[i];
             logit[kept] = logit[i];
             ++kept;
         }
     }
-    if (exp_sum) *exp_sum = z;
     return kept;
 }
 
@@ -190,7 +204,11 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
                                 pyspec_scratch *scratch, pyspec_row_dist *dist,
                                 pyspec_bad_logit *bad) {
     int32_t *token = scratch->token;
-    float *logit = scratch->logit, *w = scratch->weight;
+    float *logit = scratch->logit;
+    uint64_t *w = scratch->weight;
+    const int shift = pyspec_weight_shift(n_vocab);
+    /* logf once per row, here on the host; a device back end receives it precomputed. */
+    const float log_min_p = p->min_p > 0.0f ? logf(p->min_p) : 0.0f;
     int64_t n = 0;
     const int greedy = !(p->temperature > 0.0f);
     const int use_top_k = !greedy && p->top_k > 0 && p->top_k < n_vocab;
@@ -212,40 +230,103 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
         int64_t b = best_by_rank(token, logit, n);
         token[0] = token[b];
         logit[0] = logit[b];
-        w[0] = 1.0f;
+        w[0] = 1;
         dist->token = token;
         dist->weight = w;
         dist->n = 1;
-        dist->total = 1.0;
+        dist->total = 1;
         dist->max_logit = logit[0];
+        dist->shift = shift;
     } else if (use_top_k) {
         sort_by_rank(token, logit, NULL, n);
         if (n > p->top_k) n = p->top_k;
-        finish_dist(token, logit, w, n, 1, logit[0], 0.0, p, dist);
+        finish_dist(token, logit, w, n, 1, logit[0], 0, log_min_p, shift, p, dist);
     } else { /* top-k off: gather the min-p survivors (a second pass) */
         float max_logit = logit[best_by_rank(token, logit, n)];
-        float threshold = p->min_p > 0.0f ? pyspec_min_p_threshold(max_logit, p->min_p) : -INFINITY;
-        double row_exp_sum = 0.0;
-        double *want_sum = p->top_p < 1.0f ? &row_exp_sum : NULL;
+        float threshold = p->min_p > 0.0f ? pyspec_min_p_threshold(max_logit, log_min_p) : -INFINITY;
+        uint64_t row_z = 0;
+        uint64_t *want_sum = p->top_p < 1.0f ? &row_z : NULL;
         if (pen)
-            n = gather_penalised(row, n_vocab, dtype, threshold, max_logit, pen,
+            n = gather_penalised(row, n_vocab, dtype, threshold, max_logit, shift, pen,
                                  scratch->penalised, token, logit, want_sum);
         else
-            n = pyspec_gather_at_least(row, n_vocab, dtype, threshold, max_logit, token, logit,
-                                       want_sum);
-        finish_dist(token, logit, w, n, 0, max_logit, row_exp_sum, p, dist);
+            n = pyspec_gather_at_least(row, n_vocab, dtype, threshold, max_logit, shift, token,
+                                       logit, want_sum);
+        finish_dist(token, logit, w, n, 0, max_logit, row_z, log_min_p, shift, p, dist);
     }
     if (pen)
         for (int64_t j = 0; j < n_pen; ++j) scratch->penalised[pen->token[j]] = 0;
     return PYSPEC_OK;
 }
 
-int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u) {
-    return dist->token[pyspec_inverse_cdf(dist->weight, dist->n, dist->total, u)];
+/* The index of the first candidate in ascending token-id order at which the running sum of
+ * w exceeds target (target < the sum of w[0..n), token ids distinct). Reorders the arrays.
+ * Bisects the id range rather than sorting: each round splits the candidates at the middle
+ * id of their range, keeps the side where the target falls and adds the other side's mass
+ * when it lies below; at most 31 rounds of linear work, and usually a halving each round,
+ * so O(n) in practice without an O(n log n) sort of a whole kept vocabulary. The last few
+ * candidates are sorted by id and walked. */
+static int64_t draw_in_id_order(int32_t *token, uint64_t *w, int64_t n, uint64_t target) {
+    int64_t lo = 0, hi = n;
+    uint64_t before = 0; /* mass of the candidates with ids below those in [lo, hi) */
+    int32_t id_min = INT32_MAX, id_max = INT32_MIN;
+    if (n > 32)
+        for (int64_t i = 0; i < n; ++i) {
+            if (token[i] < id_min) id_min = token[i];
+            if (token[i] > id_max) id_max = token[i];
+        }
+    /* Invariant: ids in [lo, hi) span [id_min, id_max] exactly, and
+     * before <= target < before + mass of [lo, hi). */
+    while (hi - lo > 32) {
+        const int32_t mid = id_min + (int32_t)(((int64_t)id_max - id_min) / 2);
+        /* Partition: ids <= mid to the front (non-empty: holds id_min), the rest behind
+         * (non-empty: holds id_max > mid, ids being distinct). */
+        int64_t i = lo, j = hi;
+        uint64_t mass_low = 0;
+        int32_t low_max = id_min, high_min = id_max;
+        while (i < j) {
+            if (token[i] <= mid) {
+                mass_low += w[i];
+                if (token[i] > low_max) low_max = token[i];
+                ++i;
+            } else {
+                --j;
+                if (token[i] < high_min) high_min = token[i];
+                int32_t t = token[i]; token[i] = token[j]; token[j] = t;
+                uint64_t x = w[i]; w[i] = w[j]; w[j] = x;
+            }
+        }
+        if (target < before + mass_low) {
+            hi = i;
+            id_max = low_max;
+        } else {
+            before += mass_low;
+            lo = i;
+            id_min = high_min;
+        }
+    }
+    for (int64_t i = lo + 1; i < hi; ++i) { /* insertion sort by id */
+        int32_t t = token[i];
+        uint64_t x = w[i];
+        int64_t j = i;
+        while (j > lo && token[j - 1] > t) {
+            token[j] = token[j - 1];
+            w[j] = w[j - 1];
+            --j;
+        }
+        token[j] = t;
+        w[j] = x;
+    }
+    return lo + pyspec_fixed_inverse_cdf(w + lo, hi - lo, target - before);
+}
+
+int32_t pyspec_dist_draw(pyspec_row_dist *dist, double u) {
+    const uint64_t target = pyspec_draw_target(u, dist->total);
+    return dist->token[draw_in_id_order(dist->token, dist->weight, dist->n, target)];
 }
 
 double pyspec_dist_prob(const pyspec_row_dist *dist, int32_t token) {
     for (int64_t i = 0; i < dist->n; ++i)
-        if (dist->token[i] == token) return (double)dist->weight[i] / dist->total;
+        if (dist->token[i] == token) return pyspec_fixed_prob(dist->weight[i], dist->total);
     return 0.0;
 }

@@ -15,7 +15,7 @@
 typedef struct pyspec_scratch {
     int32_t *token;   /* candidates: max_vocab + 2 * PYSPEC_MAX_PENALTY_WINDOW slots */
     float   *logit;
-    float   *weight;
+    uint64_t *weight; /* fixed-point weights (draw.h), parallel to token/logit */
     float   *draft_q; /* all zeros between uses: sparse draft rows are scattered here */
     uint8_t *penalised; /* all zeros between uses: marks the penalised tokens of a row */
     int32_t *window;  /* PYSPEC_MAX_PENALTY_WINDOW: a row's penalty window, then counts */
@@ -36,15 +36,18 @@ struct pyspec_verifier {
     pyspec_scratch *scratch; /* max_threads entries */
 };
 
-/* A row's transformed distribution: the kept tokens with unnormalised weights
- * exp((logit - max_logit) / temperature); every other token has probability 0.
- * The arrays point into a pyspec_scratch. */
+/* A row's transformed distribution: the kept tokens with unnormalised fixed-point weights
+ * pyspec_fixed_weight(pyspec_exp_portable((logit - max_logit) / temperature), shift)
+ * (draw.h); every other token has probability 0. The arrays point into a pyspec_scratch and
+ * are in no particular order (a draw reorders them). Integer weights make the total, every
+ * probability and every draw independent of the order in which they are summed. */
 typedef struct pyspec_row_dist {
-    const int32_t *token;
-    const float   *weight;
-    int64_t        n;
-    double         total;     /* sum of weight[0..n) */
-    float          max_logit; /* maximum over the whole row */
+    int32_t  *token;
+    uint64_t *weight;
+    int64_t   n;
+    uint64_t  total;     /* sum of weight[0..n); > 0 (the maximum has weight 2^shift) */
+    float     max_logit; /* maximum over the whole row */
+    int       shift;     /* pyspec_weight_shift(n_vocab) */
 } pyspec_row_dist;
 
 /* Where the first invalid logit of a row was found. */
@@ -67,13 +70,23 @@ pyspec_status pyspec_scan_top_k(const void *row, int64_t n_vocab, int32_t dtype,
 
 /* One pass: copies every (token, logit) with logit >= threshold and logit > -inf, in token
  * order; returns the count. When exp_sum is not NULL it also receives
- * sum over finite logits of exp(logit - max_logit). Assumes the row was validated. */
+ * pyspec_row_fixed_sum(row, n_vocab, dtype, max_logit, shift). Assumes the row was
+ * validated. */
 int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
-                               float threshold, float max_logit, int32_t *token,
-                               float *logit, double *exp_sum);
+                               float threshold, float max_logit, int shift, int32_t *token,
+                               float *logit, uint64_t *exp_sum);
 
-/* sum over the row of exp(logit - max_logit): the raw softmax normaliser. */
-double pyspec_row_exp_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit);
+/* sum over the row of pyspec_fixed_weight(pyspec_exp_portable(logit - max_logit), shift),
+ * as an integer: the raw softmax normaliser in fixed point (-inf contributes 0). SIMD where
+ * available, bit-identical to the scalar sum. */
+uint64_t pyspec_row_fixed_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit,
+                              int shift);
+
+/* out[i] = pyspec_fixed_weight(pyspec_exp_portable((logit[i] - max_logit) / temperature),
+ * shift) for i < n; returns their sum. temperature 1 gives the untempered weights (the
+ * division by 1 is exact). SIMD where available, bit-identical to the scalar formula. */
+uint64_t pyspec_fixed_weights(const float *logit, int64_t n, float max_logit, float temperature,
+                              int shift, uint64_t *out);
 
 /* ---- distribution.c: transforms and draws -------------------------------------------- */
 
@@ -98,8 +111,10 @@ const pyspec_penalties *pyspec_row_penalties(const pyspec_sampling_params *p,
 /* The penalised value of a logit of a token seen `count` times (llama.cpp's rule). */
 float pyspec_penalise(float logit, int32_t count, const pyspec_penalties *pen);
 
-/* Inverse-CDF draw from a distribution with the uniform u in [0, 1). */
-int32_t pyspec_dist_draw(const pyspec_row_dist *dist, double u);
+/* Inverse-CDF draw from a distribution with the uniform u in [0, 1): the first token in
+ * ascending token-id order whose running weight sum exceeds pyspec_draw_target(u, total).
+ * Reorders dist's arrays. */
+int32_t pyspec_dist_draw(pyspec_row_dist *dist, double u);
 
 /* Probability of token under the distribution (0 outside the kept set). */
 double pyspec_dist_prob(const pyspec_row_dist *dist, int32_t token);

@@ -10,6 +10,10 @@
  * Every random draw is a pure function of (seed, absolute position, purpose), computed with
  * Philox4x32-10 (Salmon et al. 2011): a draw that belongs to a rejected token never advances
  * any state, and results do not depend on n_draft, on the batch, or on the thread count.
+ * The draw itself is exact arithmetic (draw.h): weights exp((logit - max) / T) from a portable
+ * exponential, held as 64-bit fixed-point integers, and an inverse-CDF draw that takes the
+ * first kept token in ascending token-id order whose running weight sum exceeds
+ * floor(u * total). So every back end (CPU scalar or SIMD, CUDA) emits the same tokens.
  *
  * Conventions (after ggml.h): element counts and strides are int64_t and counted in
  * elements, not bytes; every function returns a pyspec_status and, when `err` is not NULL,
@@ -78,7 +82,10 @@ typedef enum pyspec_purpose {
 
 /* Sampling transforms, applied in llama.cpp's chain order as llama-cpp-python builds it:
  * repetition penalties, then top-k, top-p, min-p (on the untempered, penalised logits),
- * temperature, then the draw.
+ * temperature, then the draw. top-p keeps the shortest prefix of the tokens ranked by logit
+ * (ties: lower id first) whose fixed-point weight exp(logit - max) reaches top_p of the sum
+ * over the top-k survivors (top-k on) or over the whole row (top-k off); min-p keeps logits
+ * >= max + logf(min_p), in float as llama.cpp.
  *   temperature <= 0 : greedy (argmax of the penalised logits; ties to the lowest id)
  *   top_k <= 0       : top-k off
  *   top_p == 1       : top-p off; must lie in (0, 1]
@@ -202,7 +209,8 @@ PYSPEC_API pyspec_status pyspec_sample(pyspec_verifier *verifier, const void *lo
                                        int32_t *out_token, float *out_prob, pyspec_error *err);
 
 /* Writes the transformed distribution of one row (what pyspec_sample draws from) into
- * out_probs[n_vocab] (dense, zeros outside the kept set). For tests and drafters. */
+ * out_probs[n_vocab] (dense, zeros outside the kept set): each token's fixed-point weight
+ * over their total, rounded to float. For tests and drafters. */
 PYSPEC_API pyspec_status pyspec_distribution(pyspec_verifier *verifier, const void *logits,
                                              int64_t n_vocab, int32_t dtype,
                                              const pyspec_sampling_params *params,
@@ -210,6 +218,8 @@ PYSPEC_API pyspec_status pyspec_distribution(pyspec_verifier *verifier, const vo
 
 /* The same distribution as its kept set, most likely first when top-k is on (in no set
  * order otherwise): up to `capacity` (token, probability) pairs, their count in *out_n.
+ * Probabilities are weight / total of the fixed-point weights; tokens whose weight rounds
+ * to 0 (below 2^-40 or so of the most likely one) have probability 0 and are left out.
  * A kept set larger than capacity is PYSPEC_ERR_CAPACITY (pass capacity = n_vocab to
  * never fail). What a drafter hands the verifier as sparse draft probabilities. */
 PYSPEC_API pyspec_status pyspec_distribution_sparse(pyspec_verifier *verifier, const void *logits,

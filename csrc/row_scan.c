@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "draw.h"
 #include "internal.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
@@ -260,8 +261,8 @@ pyspec_status pyspec_scan_top_k(const void *row, int64_t n_vocab, int32_t dtype,
 }
 
 int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
-                               float threshold, float max_logit, int32_t *token,
-                               float *logit, double *exp_sum) {
+                               float threshold, float max_logit, int shift, int32_t *token,
+                               float *logit, uint64_t *exp_sum) {
     int64_t n = 0;
     for (int64_t i = 0; i < n_vocab; ++i) {
         float x = load_one(row, dtype, i);
@@ -271,65 +272,181 @@ int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
             ++n;
         }
     }
-    if (exp_sum) *exp_sum = pyspec_row_exp_sum(row, n_vocab, dtype, max_logit);
+    if (exp_sum) *exp_sum = pyspec_row_fixed_sum(row, n_vocab, dtype, max_logit, shift);
     return n;
 }
 
-#if defined(PYSPEC_HAVE_AVX2)
-/* exp for 8 lanes (Cephes polynomial, relative error ~1e-7); exp(-inf) = 0. */
-static inline __m256 exp8(__m256 x) {
-    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-    __m256 is_neg_inf = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3365447504f));
-    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
-    fx = _mm256_floor_ps(fx);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(is_neg_inf, y);
+/* ---- fixed-point weights ------------------------------------------------------------------
+ * The SIMD versions below repeat pyspec_exp_portable and pyspec_fixed_weight (draw.h)
+ * operation for operation: the same constants, an FMA exactly where draw.h calls fmaf, the
+ * same cutoff, and the same rounding to an integer (w * 2^shift is exact in double; adding
+ * 2^52 rounds it to the nearest integer, ties to even, as nearbyint does). So every lane
+ * gives the scalar bits, and integer sums make the lane order irrelevant. The C test
+ * test_draw.c compares them on random rows. */
+
+static inline uint64_t fixed_exp(float x, int shift) {
+    return pyspec_fixed_weight(pyspec_exp_portable(x), shift);
 }
 
-static inline __attribute__((always_inline)) double
-exp_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype, float max_logit) {
-    const __m256 m = _mm256_set1_ps(max_logit);
-    double total = 0.0;
-    int64_t i = 0;
-    for (; i + 32 <= n_vocab; i += 32) {
-        __m256 a = exp8(_mm256_sub_ps(load8(row, dtype, i), m));
-        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 8), m)));
-        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 16), m)));
-        a = _mm256_add_ps(a, exp8(_mm256_sub_ps(load8(row, dtype, i + 24), m)));
-        float lanes[8];
-        _mm256_storeu_ps(lanes, a);
-        /* Fold each block into a double so 262144 terms lose no precision. */
-        total += (double)lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] +
-                 lanes[6] + lanes[7];
-    }
-    for (; i < n_vocab; ++i) total += expf(load_one(row, dtype, i) - max_logit);
-    return total;
+#if defined(PYSPEC_HAVE_AVX2)
+#  define PYSPEC_FIXED_MAGIC 4503599627370496.0 /* 2^52 */
+
+static inline __m256 exp_portable8(__m256 x) {
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(PYSPEC_EXP_CUTOFF), _CMP_GT_OQ);
+    x = _mm256_and_ps(x, keep); /* dropped lanes (also -inf, NaN) compute exp(0), then 0 */
+    x = _mm256_min_ps(x, _mm256_setzero_ps());
+    const __m256 shifter = _mm256_set1_ps(12582912.0f);
+    __m256 k = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269502163f), shifter), shifter);
+    __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693145751953125f), x);
+    r = _mm256_fmadd_ps(k, _mm256_set1_ps(-1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+    /* k is an integer in [-125, 0]: conversion is exact in any rounding mode. */
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, keep);
 }
-#else
-static inline double exp_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype,
-                                  float max_logit) {
-    double total = 0.0;
-    for (int64_t i = 0; i < n_vocab; ++i) total += expf(load_one(row, dtype, i) - max_logit);
-    return total;
+
+/* round(w * 2^shift) for 4 weights, as 64-bit integers. */
+static inline __m256i fixed4(__m128 w, __m256d scale) {
+    const __m256d magic = _mm256_set1_pd(PYSPEC_FIXED_MAGIC);
+    __m256d d = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(w), scale), magic);
+    return _mm256_sub_epi64(_mm256_castpd_si256(d), _mm256_castpd_si256(magic));
+}
+
+static inline uint64_t hsum4_u64(__m256i v) {
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, v);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 #endif
 
-double pyspec_row_exp_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit) {
-    switch (dtype) {
-    case PYSPEC_F16: return exp_sum_impl(row, n_vocab, PYSPEC_F16, max_logit);
-    case PYSPEC_BF16: return exp_sum_impl(row, n_vocab, PYSPEC_BF16, max_logit);
-    default: return exp_sum_impl(row, n_vocab, PYSPEC_F32, max_logit);
+#if defined(PYSPEC_HAVE_AVX512)
+static inline __m512 exp_portable16(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(PYSPEC_EXP_CUTOFF), _CMP_GT_OQ);
+    x = _mm512_maskz_mov_ps(keep, x);
+    x = _mm512_min_ps(x, _mm512_setzero_ps());
+    const __m512 shifter = _mm512_set1_ps(12582912.0f);
+    __m512 k = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269502163f), shifter), shifter);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693145751953125f), x);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(keep, y);
+}
+
+/* round(w * 2^shift) for 8 weights. */
+static inline __m512i fixed8(__m256 w, __m512d scale) {
+    const __m512d magic = _mm512_set1_pd(PYSPEC_FIXED_MAGIC);
+    __m512d d = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtps_pd(w), scale), magic);
+    return _mm512_sub_epi64(_mm512_castpd_si512(d), _mm512_castpd_si512(magic));
+}
+
+/* Unsigned horizontal sum (_mm512_reduce_add_epi64 adds as signed). */
+static inline uint64_t hsum8_u64(__m512i v) {
+    uint64_t lanes[8];
+    _mm512_storeu_si512((void *)lanes, v);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+
+static inline __m256 upper8(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+#endif
+
+static inline __attribute__((always_inline)) uint64_t
+fixed_sum_impl(const void *row, int64_t n_vocab, const int32_t dtype, float max_logit, int shift) {
+    uint64_t total = 0;
+    int64_t i = 0;
+#if defined(PYSPEC_HAVE_AVX512)
+    {
+        const __m512 m = _mm512_set1_ps(max_logit);
+        const __m512d scale = _mm512_set1_pd(ldexp(1.0, shift));
+        __m512i acc = _mm512_setzero_si512();
+        for (; i + 16 <= n_vocab; i += 16) {
+            __m512 w = exp_portable16(_mm512_sub_ps(load16(row, dtype, i), m));
+            acc = _mm512_add_epi64(acc, fixed8(_mm512_castps512_ps256(w), scale));
+            acc = _mm512_add_epi64(acc, fixed8(upper8(w), scale));
+        }
+        total = hsum8_u64(acc);
     }
+#elif defined(PYSPEC_HAVE_AVX2)
+    {
+        const __m256 m = _mm256_set1_ps(max_logit);
+        const __m256d scale = _mm256_set1_pd(ldexp(1.0, shift));
+        __m256i acc = _mm256_setzero_si256();
+        for (; i + 8 <= n_vocab; i += 8) {
+            __m256 w = exp_portable8(_mm256_sub_ps(load8(row, dtype, i), m));
+            acc = _mm256_add_epi64(acc, fixed4(_mm256_castps256_ps128(w), scale));
+            acc = _mm256_add_epi64(acc, fixed4(_mm256_extractf128_ps(w, 1), scale));
+        }
+        total = hsum4_u64(acc);
+    }
+#endif
+    for (; i < n_vocab; ++i) total += fixed_exp(load_one(row, dtype, i) - max_logit, shift);
+    return total;
+}
+
+uint64_t pyspec_row_fixed_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit,
+                              int shift) {
+    switch (dtype) {
+    case PYSPEC_F16: return fixed_sum_impl(row, n_vocab, PYSPEC_F16, max_logit, shift);
+    case PYSPEC_BF16: return fixed_sum_impl(row, n_vocab, PYSPEC_BF16, max_logit, shift);
+    default: return fixed_sum_impl(row, n_vocab, PYSPEC_F32, max_logit, shift);
+    }
+}
+
+uint64_t pyspec_fixed_weights(const float *logit, int64_t n, float max_logit, float temperature,
+                              int shift, uint64_t *out) {
+    uint64_t total = 0;
+    int64_t i = 0;
+#if defined(PYSPEC_HAVE_AVX512)
+    {
+        const __m512 m = _mm512_set1_ps(max_logit), t = _mm512_set1_ps(temperature);
+        const __m512d scale = _mm512_set1_pd(ldexp(1.0, shift));
+        __m512i acc = _mm512_setzero_si512();
+        for (; i + 16 <= n; i += 16) {
+            __m512 w = exp_portable16(_mm512_div_ps(_mm512_sub_ps(_mm512_loadu_ps(logit + i), m), t));
+            __m512i lo = fixed8(_mm512_castps512_ps256(w), scale), hi = fixed8(upper8(w), scale);
+            _mm512_storeu_si512((void *)(out + i), lo);
+            _mm512_storeu_si512((void *)(out + i + 8), hi);
+            acc = _mm512_add_epi64(acc, _mm512_add_epi64(lo, hi));
+        }
+        total = hsum8_u64(acc);
+    }
+#elif defined(PYSPEC_HAVE_AVX2)
+    {
+        const __m256 m = _mm256_set1_ps(max_logit), t = _mm256_set1_ps(temperature);
+        const __m256d scale = _mm256_set1_pd(ldexp(1.0, shift));
+        __m256i acc = _mm256_setzero_si256();
+        for (; i + 8 <= n; i += 8) {
+            __m256 w = exp_portable8(_mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(logit + i), m), t));
+            __m256i lo = fixed4(_mm256_castps256_ps128(w), scale);
+            __m256i hi = fixed4(_mm256_extractf128_ps(w, 1), scale);
+            _mm256_storeu_si256((__m256i *)(out + i), lo);
+            _mm256_storeu_si256((__m256i *)(out + i + 4), hi);
+            acc = _mm256_add_epi64(acc, _mm256_add_epi64(lo, hi));
+        }
+        total = hsum4_u64(acc);
+    }
+#endif
+    for (; i < n; ++i) {
+        out[i] = fixed_exp((logit[i] - max_logit) / temperature, shift);
+        total += out[i];
+    }
+    return total;
 }

@@ -1,8 +1,9 @@
 /*
  * rules.h - the decision rules of the verifier, shared by the CPU and CUDA back ends:
- * candidate ranking, llama.cpp's penalty and min-p arithmetic, the acceptance test of
- * modified rejection sampling, the residual and the inverse-CDF draw. Keeping them in one
- * host/device header is what lets both back ends emit the same tokens.
+ * candidate ranking, llama.cpp's penalty and min-p arithmetic, top-p's cut, the acceptance
+ * test of modified rejection sampling and the inverse-CDF walk. Keeping them in one
+ * host/device header (with draw.h's weights and draw target) is what lets both back ends
+ * emit the same tokens.
  */
 #ifndef PYSPEC_RULES_H
 #define PYSPEC_RULES_H
@@ -27,9 +28,24 @@ PYSPEC_HD float pyspec_penalised_logit(float logit, int32_t count, float repeat,
     return l - (float)count * freq - (float)(count > 0) * present;
 }
 
-/* min-p keeps logits >= max + log(min_p), computed in float as llama.cpp does. */
-PYSPEC_HD float pyspec_min_p_threshold(float max_logit, float min_p) {
-    return max_logit + logf(min_p);
+/* min-p keeps logits >= max + log(min_p), computed in float as llama.cpp does. log_min_p is
+ * logf(min_p), computed once on the host (libm's logf and CUDA's may differ in the last bit,
+ * so the device never evaluates it itself). */
+PYSPEC_HD float pyspec_min_p_threshold(float max_logit, float log_min_p) {
+    return max_logit + log_min_p;
+}
+
+/* top-p's cut: the nucleus is the shortest prefix in rank order whose summed fixed-point
+ * untempered weight `cum` (draw.h) reaches top_p of `z`, the sum over the top-k survivors
+ * (top-k on) or over the whole row (top-k off). Monotone in cum. */
+PYSPEC_HD int pyspec_top_p_reached(uint64_t cum, float top_p, uint64_t z) {
+    return (double)cum >= (double)top_p * (double)z;
+}
+
+/* The probability of a token of fixed-point weight `weight` in a distribution of total
+ * `total` (> 0). */
+PYSPEC_HD double pyspec_fixed_prob(uint64_t weight, uint64_t total) {
+    return (double)weight / (double)total;
 }
 
 /* Modified rejection sampling's test: accept draft x with probability min(1, p(x)/q(x)),
@@ -38,24 +54,17 @@ PYSPEC_HD int pyspec_accepts(double u, double q_x, double p_x) {
     return u * q_x < p_x;
 }
 
-/* One entry of the residual max(0, p - q), from an unnormalised target weight. */
-PYSPEC_HD float pyspec_residual_weight(float weight, double total, double q) {
-    double r = (double)weight / total - q;
-    return r > 0.0 ? (float)r : 0.0f;
-}
-
-/* Inverse CDF over n weights in the given order (double accumulation): the index where the
- * running sum first exceeds u * total; the last positive weight if rounding runs past it. */
-PYSPEC_HD int64_t pyspec_inverse_cdf(const float *weight, int64_t n, double total, double u) {
-    double target = u * total, cum = 0.0;
-    int64_t last_positive = 0;
+/* The inverse-CDF walk over n fixed-point weights given in ascending token-id order: the
+ * index at which the running sum first exceeds target (pyspec_draw_target(u, total), which
+ * is < total, so the walk always ends there when the weights sum to total). Integer sums:
+ * no rounding, so the same token for any back end. n - 1 if the weights fall short. */
+PYSPEC_HD int64_t pyspec_fixed_inverse_cdf(const uint64_t *weight, int64_t n, uint64_t target) {
+    uint64_t cum = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (weight[i] <= 0.0f) continue;
         cum += weight[i];
-        last_positive = i;
-        if (target < cum) return i;
+        if (cum > target) return i;
     }
-    return last_positive;
+    return n - 1;
 }
 
 #endif /* PYSPEC_RULES_H */

@@ -69,7 +69,7 @@ pyspec_status pyspec_verifier_create(int64_t max_vocab, int32_t max_threads,
         pyspec_scratch *s = &v->scratch[t];
         s->token = malloc(slots * sizeof(int32_t));
         s->logit = malloc(slots * sizeof(float));
-        s->weight = malloc(slots * sizeof(float));
+        s->weight = malloc(slots * sizeof(uint64_t));
         s->draft_q = calloc((size_t)max_vocab, sizeof(float));
         s->penalised = calloc((size_t)max_vocab, 1);
         s->window = malloc(PYSPEC_MAX_PENALTY_WINDOW * sizeof(int32_t));

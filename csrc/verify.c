@@ -15,6 +15,7 @@
 #  include <omp.h>
 #endif
 
+#include "draw.h"
 #include "internal.h"
 #include "philox.h"
 #include "rules.h"
@@ -77,7 +78,8 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
             *stops = 0;
         } else {
             /* Residual max(0, p - q) lives on the target's kept set: p is 0 elsewhere. The
-             * kept set's weights are reused in place as residual weights. */
+             * kept set's fixed-point weights are reused in place as residual weights, in the
+             * same units (pyspec_fixed_residual), so their sum is exact. */
             const pyspec_draft_probs *dp = seq->draft_probs;
             const float *q_row = dp->probs + i * dp->row_stride;
             if (dp->tokens) { /* scatter the sparse row so each lookup is O(1) */
@@ -85,8 +87,8 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                 for (int64_t j = 0; j < dp->n_per_row; ++j) scratch->draft_q[q_tok[j]] += q_row[j];
                 q_row = scratch->draft_q;
             }
-            double residual = 0.0;
-            float *w = (float *)dist.weight;
+            uint64_t residual = 0;
+            uint64_t *w = dist.weight;
             int q_ok = 1;
             int32_t bad_token = 0;
             float bad_q = 0.0f;
@@ -97,7 +99,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                     bad_token = dist.token[j];
                     bad_q = q;
                 }
-                w[j] = pyspec_residual_weight(w[j], dist.total, q);
+                w[j] = q_ok ? pyspec_fixed_residual(w[j], dist.total, q) : 0;
                 residual += w[j];
             }
             if (dp->tokens) { /* leave the scatter buffer all zeros again */
@@ -110,7 +112,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                                    " it must be in [0, 1]",
                                    (long long)i, bad_token, (double)bad_q);
             const double u_res = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_RESIDUAL);
-            if (residual > 0.0) {
+            if (residual > 0) {
                 dist.total = residual;
             } else { /* p <= q on the whole support means p == q up to rounding */
                 pyspec_build_dist(row, n_vocab, dtype, p, pen, scratch, &dist, &bad);
@@ -121,7 +123,11 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
     }
     seq->out_tokens[i] = token;
     if (seq->out_logprobs) {
-        double z = pyspec_row_exp_sum(row, n_vocab, dtype, dist.max_logit);
+        /* The raw softmax normaliser, from the same fixed-point weights (their rounding,
+         * < 2^-45 per token, is far below float resolution of a log-probability). */
+        double z = ldexp((double)pyspec_row_fixed_sum(row, n_vocab, dtype, dist.max_logit,
+                                                      pyspec_weight_shift(n_vocab)),
+                         -pyspec_weight_shift(n_vocab));
         float l = pyspec_load_logit(row, dtype, token);
         seq->out_logprobs[i] = (float)((double)l - dist.max_logit - log(z));
     }
@@ -318,7 +324,7 @@ pyspec_status pyspec_distribution(pyspec_verifier *v, const void *logits, int64_
     if (st != PYSPEC_OK) return st;
     for (int64_t t = 0; t < n_vocab; ++t) out_probs[t] = 0.0f;
     for (int64_t j = 0; j < dist.n; ++j)
-        out_probs[dist.token[j]] = (float)((double)dist.weight[j] / dist.total);
+        out_probs[dist.token[j]] = (float)pyspec_fixed_prob(dist.weight[j], dist.total);
     return PYSPEC_OK;
 }
 
@@ -333,15 +339,22 @@ pyspec_status pyspec_distribution_sparse(pyspec_verifier *v, const void *logits,
     pyspec_row_dist dist;
     st = single_row_dist(v, logits, n_vocab, dtype, params, &dist, err);
     if (st != PYSPEC_OK) return st;
-    if (dist.n > capacity)
+    /* Tokens whose fixed-point weight rounded to 0 (far below 2^-40 of the maximum) have
+     * probability 0 like every token outside the kept set, and are left out the same way. */
+    int64_t n_pos = 0;
+    for (int64_t j = 0; j < dist.n; ++j) n_pos += dist.weight[j] > 0;
+    if (n_pos > capacity)
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
                            "the distribution keeps %lld tokens but capacity is %lld",
-                           (long long)dist.n, (long long)capacity);
+                           (long long)n_pos, (long long)capacity);
+    int64_t m = 0;
     for (int64_t j = 0; j < dist.n; ++j) {
-        out_tokens[j] = dist.token[j];
-        out_probs[j] = (float)((double)dist.weight[j] / dist.total);
+        if (dist.weight[j] == 0) continue;
+        out_tokens[m] = dist.token[j];
+        out_probs[m] = (float)pyspec_fixed_prob(dist.weight[j], dist.total);
+        ++m;
     }
-    *out_n = dist.n;
+    *out_n = n_pos;
     return PYSPEC_OK;
 }
 

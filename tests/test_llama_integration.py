@@ -142,7 +142,10 @@ def test_bookkeeping_after_many_rejections(qwen_path):
         story = ("<|im_start|>user\nWrite a long story about a lighthouse keeper.<|im_end|>\n"
                  "<|im_start|>assistant\n")
         prompt = llm.tokenize(story.encode(), special=True)
-        llm.set_seed(7)  # (the constructor's seed=0 means "random" in llama-cpp-python)
+        # (the constructor's seed=0 means "random" in llama-cpp-python). A seed whose story
+        # runs the full 200 tokens: with the draws of csrc/draw.h, seed 7 has the model
+        # decline the request after 47 tokens.
+        llm.set_seed(8)
         out = _tokens(llm, story, 200, temp=0.7, top_k=40, top_p=0.95, min_p=0.05)
         stats = llm.speculation.last
         assert len(out) > 150 and stats.drafted - stats.accepted > 150, stats.summary()

@@ -11,8 +11,9 @@
  * n_vocab in dense draft rows, after n_per_row in sparse draft rows) holds NaN or invalid
  * token ids, so a stray read also shows up as a wrong status or a wrong result without ASan.
  *
- * Only C11, libm and the public header are used: the half and bfloat16 conversions are the
- * test's own, so the library's readers are checked against an independent implementation.
+ * Only C11, libm, the public header and draw.h (for the fixed-point resolution) are used:
+ * the half and bfloat16 conversions are the test's own, so the library's readers are
+ * checked against an independent implementation.
  */
 #include <float.h>
 #include <math.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "pyspec.h"
+#include "draw.h" /* pyspec_weight_shift: the fixed-point resolution of the weights */
 
 /* ==== harness ============================================================================ */
 
@@ -1025,8 +1027,9 @@ static int64_t min3(int64_t a, int64_t b, int64_t c) {
  * independently: the kept set is the shortest of the top-k, top-p and min-p prefixes of the
  * ranked tokens, and its probabilities are softmax(logit / T) over that set. The top-p and
  * min-p cuts get a small tolerance, as a cut can move by one token when float rounding puts
- * the cumulative mass a hair either side of the target. Needs (max - min) / T < ~80, so no
- * kept token's probability underflows to 0. */
+ * the cumulative mass a hair either side of the target. A kept token whose weight
+ * exp((l - max) / T) is below the fixed-point resolution 2^-shift (draw.h) may come out with
+ * probability 0: such tokens at the end of the kept prefix count as kept. */
 static void check_against_reference(const float *value, int64_t V, const pyspec_sampling_params *p,
                                     const float *probs) {
     int32_t *rank = xmalloc((size_t)V * sizeof *rank);
@@ -1073,7 +1076,13 @@ static void check_against_reference(const float *value, int64_t V, const pyspec_
         if (m_m_lo < 1) m_m_lo = 1;
     }
     const int64_t lo = min3(m_k, m_p_lo, m_m_lo), hi = min3(m_k, m_p_hi, m_m_hi);
-    CHECK(kept >= lo && kept <= hi,
+    /* Ranked tokens after the positive ones, too light for the fixed-point weights. */
+    const double resolution = ldexp(1.01, -pyspec_weight_shift(V));
+    int64_t kept_light = kept;
+    while (kept_light < hi && kept_light < n_finite &&
+           exp(((double)value[rank[kept_light]] - value[rank[0]]) / p->temperature) < resolution)
+        ++kept_light;
+    CHECK(kept_light >= lo && kept <= hi,
           "kept %lld tokens, want [%lld, %lld] (top-k %lld, top-p [%lld, %lld], min-p [%lld, %lld];"
           " T %g k %d p %g min_p %g)",
           (long long)kept, (long long)lo, (long long)hi, (long long)m_k, (long long)m_p_lo,
