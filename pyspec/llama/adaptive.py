@@ -28,7 +28,7 @@ PROBE_LENGTH = 2
 
 class DraftLengthController:
     def __init__(self, draft_min: int = 1, draft_max: int = 16, *, ema: float = 0.15,
-                 explore_every: int = 16, prior_acceptance: float = 0.75,
+                 explore_every: int = 16, prior_acceptance: float = 0.6,
                  fixed: bool = False, probe_after_veto: bool = True):
         if not 0 <= draft_min <= draft_max:
             raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
