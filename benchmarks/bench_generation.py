@@ -96,17 +96,18 @@ def _generation_speed(llm, prompt_tokens, case):
 
 def _predicted_speedup(stats, ctl) -> float:
     """Speedup the cost model predicts from what was measured: the per-token acceptance a,
-    the mean draft length k of the verify steps, the share of plain steps, the target's
-    cost per batch size and the drafter's cost per token."""
-    k = stats.effective_k
+    the draft length of every verify step, the share of plain steps, the target's cost per
+    batch size and the drafter's cost per token. Summed over the draft lengths actually used
+    (probes of 2 beside drafts of 16), not at their mean: expected tokens are concave in k,
+    so the mean would overstate them."""
     t1 = ctl.predicted_target(1)
-    if not stats.verify_steps or not k:
+    if not stats.verify_steps:
         return 1.0
     a = min(stats.per_token_acceptance, 0.999)
-    kk = max(1, round(k))
-    tokens = stats.verify_steps * (1 - a ** (kk + 1)) / (1 - a) + stats.plain_steps
-    seconds = (stats.verify_steps * (ctl.predicted_target(kk + 1) + kk * ctl.draft_cost)
-               + stats.plain_steps * t1)
+    tokens, seconds = float(stats.plain_steps), stats.plain_steps * t1
+    for k, steps in stats.draft_lengths.items():
+        tokens += steps * (1 - a ** (k + 1)) / (1 - a)
+        seconds += steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost)
     return (tokens / seconds) * t1
 
 

@@ -256,6 +256,7 @@ class Speculation:
                 stats.verify_seconds += t2 - t1
                 if drafts:
                     stats.verify_steps += 1
+                    stats.draft_lengths[len(drafts)] = stats.draft_lengths.get(len(drafts), 0) + 1
                     stats.drafted += len(drafts)
                     stats.accepted += result.n_accepted
                     stats.rejected_steps += result.n_accepted < len(drafts)

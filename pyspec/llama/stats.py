@@ -1,7 +1,7 @@
 """Speculation statistics, per call and cumulative."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 
 @dataclass
@@ -19,6 +19,7 @@ class SpeculationStats:
     verify_seconds: float = 0.0  # time in pyspec's verifier (sampling included)
     prompt_seconds: float = 0.0  # time evaluating the prompt
     fallback_reason: str = ""   # why a request ran without speculation, if it did
+    draft_lengths: dict = field(default_factory=dict)  # k -> verify steps that drafted k
 
     @property
     def acceptance_rate(self) -> float:
@@ -44,11 +45,15 @@ class SpeculationStats:
 
     def add(self, other: "SpeculationStats") -> None:
         for f in fields(self):
-            if f.name != "fallback_reason":
+            if f.name == "draft_lengths":
+                for k, n in other.draft_lengths.items():
+                    self.draft_lengths[k] = self.draft_lengths.get(k, 0) + n
+            elif f.name != "fallback_reason":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["draft_lengths"] = dict(self.draft_lengths)
         d.update(acceptance_rate=self.acceptance_rate,
                  tokens_per_verify_step=self.tokens_per_verify_step, effective_k=self.effective_k)
         return d
