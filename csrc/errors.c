@@ -53,8 +53,8 @@ pyspec_status pyspec_check_params(const pyspec_sampling_params *p, const char *w
     return PYSPEC_OK;
 }
 
-pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_vocab,
-                                     int64_t n_draft, const char *where, pyspec_error *err) {
+pyspec_status pyspec_check_penalty_values(const pyspec_sampling_params *p, int64_t n_draft,
+                                          const char *where, pyspec_error *err) {
     if (!pyspec_penalties_on(p)) return PYSPEC_OK;
     if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat))
         return pyspec_fail(err, PYSPEC_ERR_PARAM, "%s.penalty_repeat must be finite and > 0, got %g",
@@ -74,6 +74,13 @@ pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_
         return pyspec_fail(err, PYSPEC_ERR_PARAM,
                            "%s: the penalty window holds %lld tokens; at most %d are supported",
                            where, (long long)window, PYSPEC_MAX_PENALTY_WINDOW);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_vocab,
+                                     int64_t n_draft, const char *where, pyspec_error *err) {
+    pyspec_status st = pyspec_check_penalty_values(p, n_draft, where, err);
+    if (st != PYSPEC_OK || !pyspec_penalties_on(p)) return st;
     int64_t used = p->penalty_last_n < 0 || p->penalty_last_n > p->n_penalty_history
                        ? p->n_penalty_history : p->penalty_last_n;
     for (int64_t j = p->n_penalty_history - used; j < p->n_penalty_history; ++j)
@@ -81,6 +88,48 @@ pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_
             return pyspec_fail(err, PYSPEC_ERR_TOKEN,
                                "%s.penalty_history[%lld] = %d is outside [0, n_vocab = %lld)",
                                where, (long long)j, p->penalty_history[j], (long long)n_vocab);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_check_sequence_shape(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
+                                          int64_t max_draft, pyspec_error *err) {
+    char where[64], pwhere[80];
+    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
+    snprintf(pwhere, sizeof pwhere, "%s.params", where);
+    if (!s->target_logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.target_logits is NULL", where);
+    if (!s->out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_tokens is NULL", where);
+    if (!s->out_n_accepted) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_n_accepted is NULL", where);
+    if (s->n_draft < 0 || s->n_draft > max_draft)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_draft must be in [0, %lld], got %lld",
+                           where, (long long)max_draft, (long long)s->n_draft);
+    if (s->n_draft > 0 && s->logits_row_stride < n_vocab)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                           "%s.logits_row_stride (%lld) is smaller than n_vocab (%lld)", where,
+                           (long long)s->logits_row_stride, (long long)n_vocab);
+    if (s->position < 0 || s->position > INT64_MAX - s->n_draft - 1)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.position must be >= 0, got %lld", where,
+                           (long long)s->position);
+    pyspec_status st = pyspec_check_params(&s->params, pwhere, err);
+    if (st != PYSPEC_OK) return st;
+    st = pyspec_check_penalty_values(&s->params, s->n_draft, pwhere, err);
+    if (st != PYSPEC_OK) return st;
+    if (s->n_draft > 0 && !s->draft_tokens)
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_tokens is NULL but n_draft is %lld",
+                           where, (long long)s->n_draft);
+    const pyspec_draft_probs *dp = s->draft_probs;
+    if (dp && s->n_draft > 0) {
+        if (!dp->probs) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_probs->probs is NULL", where);
+        if (!dp->tokens && dp->row_stride < n_vocab)
+            return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                               "%s.draft_probs is dense but its row_stride (%lld) is smaller "
+                               "than n_vocab (%lld)",
+                               where, (long long)dp->row_stride, (long long)n_vocab);
+        if (dp->tokens && (dp->n_per_row < 0 || dp->row_stride < dp->n_per_row))
+            return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                               "%s.draft_probs is sparse with n_per_row %lld and row_stride "
+                               "%lld (need 0 <= n_per_row <= row_stride)",
+                               where, (long long)dp->n_per_row, (long long)dp->row_stride);
+    }
     return PYSPEC_OK;
 }
 

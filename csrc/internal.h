@@ -132,6 +132,16 @@ pyspec_status pyspec_fail(pyspec_error *err, pyspec_status status, const char *f
 pyspec_status pyspec_check_params(const pyspec_sampling_params *params, const char *where,
                                   pyspec_error *err);
 
+/* The penalty fields that need no token ids: values, history pointer, window limit. */
+pyspec_status pyspec_check_penalty_values(const pyspec_sampling_params *params, int64_t n_draft,
+                                          const char *where, pyspec_error *err);
+
+/* Everything about a verify sequence that can be checked without reading its token ids
+ * (which the CUDA back end holds in device memory): pointers, counts, strides, position,
+ * parameters, the draft-probability layout. n_draft may be at most max_draft. */
+pyspec_status pyspec_check_sequence_shape(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
+                                          int64_t max_draft, pyspec_error *err);
+
 /* Checks the penalty fields against the vocabulary and the window limit. */
 pyspec_status pyspec_check_penalties(const pyspec_sampling_params *params, int64_t n_vocab,
                                      int64_t n_draft, const char *where, pyspec_error *err);

@@ -136,59 +136,30 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
 
 static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
                                     pyspec_error *err) {
-    char where[64];
-    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
-    if (!s->target_logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.target_logits is NULL", where);
-    if (!s->out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_tokens is NULL", where);
-    if (!s->out_n_accepted) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_n_accepted is NULL", where);
-    if (s->n_draft < 0 || s->n_draft > PYSPEC_MAX_DRAFT)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_draft must be in [0, %d], got %lld",
-                           where, PYSPEC_MAX_DRAFT, (long long)s->n_draft);
-    if (s->n_draft > 0 && s->logits_row_stride < n_vocab)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                           "%s.logits_row_stride (%lld) is smaller than n_vocab (%lld)", where,
-                           (long long)s->logits_row_stride, (long long)n_vocab);
-    if (s->position < 0 || s->position > INT64_MAX - s->n_draft - 1)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.position must be >= 0, got %lld", where,
-                           (long long)s->position);
-    char pwhere[80];
-    snprintf(pwhere, sizeof pwhere, "%s.params", where);
-    pyspec_status st = pyspec_check_params(&s->params, pwhere, err);
+    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_MAX_DRAFT, err);
     if (st != PYSPEC_OK) return st;
+    /* The token ids, which live in host memory here. */
+    char where[64], pwhere[80];
+    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
+    snprintf(pwhere, sizeof pwhere, "%s.params", where);
     st = pyspec_check_penalties(&s->params, n_vocab, s->n_draft, pwhere, err);
     if (st != PYSPEC_OK) return st;
-    if (s->n_draft > 0 && !s->draft_tokens)
-        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_tokens is NULL but n_draft is %lld",
-                           where, (long long)s->n_draft);
     for (int64_t i = 0; i < s->n_draft; ++i)
         if (s->draft_tokens[i] < 0 || s->draft_tokens[i] >= n_vocab)
             return pyspec_fail(err, PYSPEC_ERR_TOKEN,
                                "%s.draft_tokens[%lld] = %d is outside [0, n_vocab = %lld)", where,
                                (long long)i, s->draft_tokens[i], (long long)n_vocab);
     const pyspec_draft_probs *dp = s->draft_probs;
-    if (dp && s->n_draft > 0) {
-        if (!dp->probs) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_probs->probs is NULL", where);
-        if (!dp->tokens && dp->row_stride < n_vocab)
-            return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                               "%s.draft_probs is dense but its row_stride (%lld) is smaller "
-                               "than n_vocab (%lld)",
-                               where, (long long)dp->row_stride, (long long)n_vocab);
-        if (dp->tokens) {
-            if (dp->n_per_row < 0 || dp->row_stride < dp->n_per_row)
-                return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                                   "%s.draft_probs is sparse with n_per_row %lld and row_stride "
-                                   "%lld (need 0 <= n_per_row <= row_stride)",
-                                   where, (long long)dp->n_per_row, (long long)dp->row_stride);
-            for (int64_t i = 0; i < s->n_draft; ++i)
-                for (int64_t j = 0; j < dp->n_per_row; ++j) {
-                    int32_t t = dp->tokens[i * dp->row_stride + j];
-                    if (t < 0 || t >= n_vocab)
-                        return pyspec_fail(err, PYSPEC_ERR_TOKEN,
-                                           "%s.draft_probs token [%lld][%lld] = %d is outside "
-                                           "[0, n_vocab = %lld)",
-                                           where, (long long)i, (long long)j, t, (long long)n_vocab);
-                }
-        }
+    if (dp && s->n_draft > 0 && dp->tokens) {
+        for (int64_t i = 0; i < s->n_draft; ++i)
+            for (int64_t j = 0; j < dp->n_per_row; ++j) {
+                int32_t t = dp->tokens[i * dp->row_stride + j];
+                if (t < 0 || t >= n_vocab)
+                    return pyspec_fail(err, PYSPEC_ERR_TOKEN,
+                                       "%s.draft_probs token [%lld][%lld] = %d is outside "
+                                       "[0, n_vocab = %lld)",
+                                       where, (long long)i, (long long)j, t, (long long)n_vocab);
+            }
     }
     return PYSPEC_OK;
 }

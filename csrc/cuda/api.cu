@@ -120,78 +120,29 @@ static int32_t pow2_at_least(int64_t n) {
     return p;
 }
 
-/* check_sequence of verify.c without the checks that read device memory (token ids). */
+/* The host-side checks of a sequence (everything but its token ids, which are in device
+ * memory and checked by the validate kernel), and the sizes the launch needs: the longest
+ * penalty window and the sparse row width. */
 static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
                                     int64_t *window, int64_t *sparse, pyspec_error *err) {
-    char where[64];
-    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
-    if (!s->target_logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.target_logits is NULL", where);
-    if (!s->out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_tokens is NULL", where);
-    if (!s->out_n_accepted) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_n_accepted is NULL", where);
-    if (s->n_draft < 0 || s->n_draft > PYSPEC_CUDA_MAX_DRAFT)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_draft must be in [0, %d], got %lld",
-                           where, PYSPEC_CUDA_MAX_DRAFT, (long long)s->n_draft);
-    if (s->n_draft > 0 && s->logits_row_stride < n_vocab)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                           "%s.logits_row_stride (%lld) is smaller than n_vocab (%lld)", where,
-                           (long long)s->logits_row_stride, (long long)n_vocab);
-    if (s->position < 0 || s->position > INT64_MAX - s->n_draft - 1)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.position must be >= 0, got %lld", where,
-                           (long long)s->position);
-    char pwhere[80];
-    snprintf(pwhere, sizeof pwhere, "%s.params", where);
-    const pyspec_sampling_params *p = &s->params;
-    pyspec_status st = pyspec_check_params(p, pwhere, err);
+    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_CUDA_MAX_DRAFT, err);
     if (st != PYSPEC_OK) return st;
+    const pyspec_sampling_params *p = &s->params;
     *window = 0;
-    if (pyspec_penalties_on(p)) { /* pyspec_check_penalties minus the history's token ids */
-        if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat))
-            return pyspec_fail(err, PYSPEC_ERR_PARAM, "%s.penalty_repeat must be finite and > 0, got %g",
-                               pwhere, (double)p->penalty_repeat);
-        if (!isfinite(p->penalty_freq) || !isfinite(p->penalty_present))
-            return pyspec_fail(err, PYSPEC_ERR_PARAM,
-                               "%s.penalty_freq and penalty_present must be finite, got %g and %g",
-                               pwhere, (double)p->penalty_freq, (double)p->penalty_present);
-        if (p->n_penalty_history < 0)
-            return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_penalty_history must be >= 0, got %lld",
-                               pwhere, (long long)p->n_penalty_history);
-        if (p->n_penalty_history > 0 && !p->penalty_history)
-            return pyspec_fail(err, PYSPEC_ERR_NULL,
-                               "%s.penalty_history is NULL but n_penalty_history is %lld", pwhere,
-                               (long long)p->n_penalty_history);
+    if (pyspec_penalties_on(p)) {
         int64_t w = p->penalty_last_n < 0 ? p->n_penalty_history + s->n_draft : p->penalty_last_n;
-        if (w > PYSPEC_MAX_PENALTY_WINDOW)
-            return pyspec_fail(err, PYSPEC_ERR_PARAM,
-                               "%s: the penalty window holds %lld tokens; at most %d are supported",
-                               pwhere, (long long)w, PYSPEC_MAX_PENALTY_WINDOW);
         int64_t longest = p->n_penalty_history + s->n_draft; /* the bonus row's window */
         *window = w < longest ? w : longest;
     }
-    if (s->n_draft > 0 && !s->draft_tokens)
-        return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_tokens is NULL but n_draft is %lld",
-                           where, (long long)s->n_draft);
     const pyspec_draft_probs *dp = s->draft_probs;
     *sparse = 0;
-    if (dp && s->n_draft > 0) {
-        if (!dp->probs) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.draft_probs->probs is NULL", where);
-        if (!dp->tokens && dp->row_stride < n_vocab)
-            return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                               "%s.draft_probs is dense but its row_stride (%lld) is smaller "
-                               "than n_vocab (%lld)",
-                               where, (long long)dp->row_stride, (long long)n_vocab);
-        if (dp->tokens) {
-            if (dp->n_per_row < 0 || dp->row_stride < dp->n_per_row)
-                return pyspec_fail(err, PYSPEC_ERR_SHAPE,
-                                   "%s.draft_probs is sparse with n_per_row %lld and row_stride "
-                                   "%lld (need 0 <= n_per_row <= row_stride)",
-                                   where, (long long)dp->n_per_row, (long long)dp->row_stride);
-            if (dp->n_per_row > PYSPEC_CUDA_MAX_SPARSE)
-                return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
-                                   "%s.draft_probs is sparse with %lld entries per row; the CUDA "
-                                   "back end takes at most %d (pass dense rows instead)",
-                                   where, (long long)dp->n_per_row, PYSPEC_CUDA_MAX_SPARSE);
-            *sparse = dp->n_per_row;
-        }
+    if (dp && s->n_draft > 0 && dp->tokens) {
+        if (dp->n_per_row > PYSPEC_CUDA_MAX_SPARSE)
+            return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
+                               "seqs[%lld].draft_probs is sparse with %lld entries per row; the CUDA "
+                               "back end takes at most %d (pass dense rows instead)",
+                               (long long)idx, (long long)dp->n_per_row, PYSPEC_CUDA_MAX_SPARSE);
+        *sparse = dp->n_per_row;
     }
     return PYSPEC_OK;
 }
