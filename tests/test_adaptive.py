@@ -70,3 +70,17 @@ def test_a_probe_that_passes_in_full_is_followed_by_a_longer_one():
     assert c.choose(16, "copy", draft_cost=0.0) == 2 * first  # at once, twice as long
     c.record_acceptance(2 * first, 0, "copy")  # this one failed
     assert c.choose(16, "copy", draft_cost=0.0) == 0  # back to waiting
+
+
+def test_after_a_rejection_drafts_restart_short_and_grow_back():
+    c = _controller(lambda n: 1.0 + 0.05 * (n - 1), acceptance=1.0)  # long drafts pay
+    c.draft_max = 16
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(16, draft_cost=0.0)
+    assert c.choose(16, draft_cost=0.0) == 16
+    c.record_acceptance(16, 1)  # the output left the copy after one token
+    assert c.choose(16, draft_cost=0.0) == 2
+    c.record_acceptance(2, 2)
+    assert c.choose(16, draft_cost=0.0) == 4
+    c.record_acceptance(4, 4)
+    assert c.choose(16, draft_cost=0.0) == 8

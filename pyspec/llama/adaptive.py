@@ -50,6 +50,11 @@ class DraftLengthController:
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
         self._probing: dict = {}     # bucket -> length of the probe now being verified
+        # Slow start after a rejection: the next draft of the bucket is at most twice the
+        # tokens the last one got accepted (at least 2), and the limit doubles with every
+        # round that passes in full. A copy the output has just left (sampled text wanders
+        # off its source at random) is not trusted with 16 drafts at once again.
+        self._limit: dict = {}       # bucket -> largest draft length for now
         self._probe_next: dict = {}  # bucket -> length of the follow-up probe it earned
         self._realised: dict = {}  # (bucket, speculative) -> (tokens/s EMA, rounds)
         # A costly drafter (a draft model) must catch up on every token of a plain stretch
@@ -116,6 +121,10 @@ class DraftLengthController:
         """`bucket` separates contexts whose acceptance differs (a lookup's match length)."""
         if n_drafted == 0:
             return
+        if n_accepted < n_drafted:
+            self._limit[bucket] = max(2, 2 * n_accepted)
+        elif bucket in self._limit:
+            self._limit[bucket] = 2 * max(self._limit[bucket], n_drafted)
         probe = self._probing.pop(bucket, None)
         if probe is not None and n_drafted == probe and n_accepted == n_drafted:
             self._probe_next[bucket] = 2 * probe
@@ -185,6 +194,7 @@ class DraftLengthController:
             return 0
         if self.fixed:
             return hi
+        hi = max(min(hi, self._limit.get(bucket, hi)), self.draft_min)
         if self._warmup_plain > 0:
             self._warmup_plain -= 1
             return 0
