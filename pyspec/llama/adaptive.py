@@ -50,12 +50,12 @@ class DraftLengthController:
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
         self._probing: dict = {}     # bucket -> length of the probe now being verified
+        self._probe_next: dict = {}  # bucket -> length of the follow-up probe it earned
         # Slow start after a rejection: the next draft of the bucket is at most twice the
         # tokens the last one got accepted (at least 2), and the limit doubles with every
         # round that passes in full. A copy the output has just left (sampled text wanders
         # off its source at random) is not trusted with 16 drafts at once again.
         self._limit: dict = {}       # bucket -> largest draft length for now
-        self._probe_next: dict = {}  # bucket -> length of the follow-up probe it earned
         self._realised: dict = {}  # (bucket, speculative) -> (tokens/s EMA, rounds)
         # A costly drafter (a draft model) must catch up on every token of a plain stretch
         # before it can draft, so a probe costs more the longer it waited: once measured
@@ -124,7 +124,7 @@ class DraftLengthController:
         if n_accepted < n_drafted:
             self._limit[bucket] = max(2, 2 * n_accepted)
         elif bucket in self._limit:
-            self._limit[bucket] = 2 * max(self._limit[bucket], n_drafted)
+            self._limit[bucket] = min(2 * max(self._limit[bucket], n_drafted), self.draft_max)
         probe = self._probing.pop(bucket, None)
         if probe is not None and n_drafted == probe and n_accepted == n_drafted:
             self._probe_next[bucket] = 2 * probe
