@@ -1,4 +1,6 @@
 """The draft-length cost model, on synthetic costs (no model needed)."""
+import numpy as np
+
 from pyspec.llama.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController
 
 
@@ -84,3 +86,65 @@ def test_after_a_rejection_drafts_restart_short_and_grow_back():
     assert c.choose(16, draft_cost=0.0) == 4
     c.record_acceptance(4, 4)
     assert c.choose(16, draft_cost=0.0) == 8
+
+
+def _shadowed(batch_cost):
+    c = DraftLengthController(0, 16, shadowed=True)
+    c.calibrate({n: batch_cost(n) for n in (1, 2, 3, 5, 9, 17)})
+    c.record_target(1, batch_cost(1))
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(16, "copy", draft_cost=0.0)
+    return c
+
+
+def test_a_watched_free_drafter_is_never_probed_while_it_misses():
+    c = _shadowed(lambda n: 1.0 + 0.3 * (n - 1))
+    for _ in range(10):  # the prior is soon outweighed
+        c.record_shadow(False, "copy")
+    choices = []
+    for _ in range(1000):
+        choices.append(c.choose(16, "copy", draft_cost=0.0))
+        c.record_shadow(False, "copy")  # the plain round emitted something else
+    assert not any(choices)  # no probe pays for what the plain rounds already showed
+
+
+GEMMA_COSTS = {1: 1.0, 2: 2.0, 3: 2.5, 5: 4.1, 9: 4.8, 17: 6.0}  # measured shape, 2 cores
+
+
+def test_plain_rounds_that_emit_the_draft_switch_speculation_on():
+    c = _shadowed(lambda n: float(np.interp(n, list(GEMMA_COSTS), list(GEMMA_COSTS.values()))))
+    for _ in range(40):
+        c.choose(16, "copy", draft_cost=0.0)
+        c.record_shadow(False, "copy")
+    waited = 0
+    while c.choose(16, "copy", draft_cost=0.0) == 0:
+        c.record_shadow(True, "copy")  # the output now follows the draft token by token
+        waited += 1
+        assert waited < 40, "matching plain rounds never led to a draft"
+    assert waited >= 3  # one lucky match is not enough after 40 misses
+    lengths = []
+    for _ in range(30):  # drafts that keep passing in full grow to the longest
+        k = c.choose(16, "copy", draft_cost=0.0)
+        lengths.append(k)
+        c.record_acceptance(k, k, "copy")
+    assert lengths[-1] == 16 and lengths == sorted(lengths), lengths
+
+
+def test_a_new_request_keeps_the_estimate_but_little_of_its_weight():
+    c = _shadowed(lambda n: 1.0 + 0.3 * (n - 1))
+    for _ in range(50):
+        c.record_acceptance(16, 16, "copy")
+    before = c.acceptance("copy")
+    c.new_request()
+    after = c.acceptance("copy")
+    assert after < before and after > 0.8  # same ratio, with only a few observations behind it
+    c.record_acceptance(16, 0, "copy")  # one failure on the new text now counts
+    assert c.acceptance("copy") < after - 0.1
+
+
+def test_decisions_use_a_pessimistic_acceptance_estimate():
+    c = DraftLengthController(0, 16)
+    c._counts["b"] = [3.0, 0.0]  # three successes, no failure seen yet
+    assert 0.8 < c.acceptance("b") < 1.0
+    c._counts["b"] = [300.0, 0.0]
+    assert c.acceptance("b") > 0.99

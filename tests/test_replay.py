@@ -32,6 +32,44 @@ def test_lookup_speculation_meets_its_bar_on_real_generations(name):
     assert result.speedup >= BARS[name], result
 
 
+SAMPLED = sorted(n for n in GENERATIONS if n.startswith("gemma-repeat-0.8-"))
+BENCH_TOKENS = 160  # what benchmarks/bench_generation.py generates per request
+
+
+def _replay(name, n_tokens=None, controller=None):
+    g = GENERATIONS[name]
+    output = g["output"][: n_tokens + 1] if n_tokens else g["output"]
+    return replay_lookup(g["prompt"], output, COSTS[g["model"]], controller=controller)
+
+
+def test_sampled_copies_are_recorded_in_both_regimes():
+    # Gemma at temperature 0.8 either copies the earlier file (most draws) or leaves it on
+    # the first line (p = 0.23) and writes new code with pieces of it: both must be here.
+    assert sum("novel" in n for n in SAMPLED) >= 8 and sum("novel" not in n for n in SAMPLED) >= 8
+
+
+@pytest.mark.parametrize("name", SAMPLED)
+@pytest.mark.parametrize("n_tokens", [BENCH_TOKENS, None], ids=["160", "all"])
+def test_sampled_text_is_never_slower(name, n_tokens):
+    assert _replay(name, n_tokens).speedup >= 0.97
+
+
+@pytest.mark.parametrize("name", SAMPLED)
+def test_sampled_text_is_never_slower_after_a_request_on_another_text(name):
+    # One Llama serves requests in a row: what the controller learned on a copy must not make
+    # it draft long on new text (and the other way round).
+    other = SAMPLED[(SAMPLED.index(name) + len(SAMPLED) // 2) % len(SAMPLED)]
+    learned = _replay(other, BENCH_TOKENS).controller
+    assert _replay(name, BENCH_TOKENS, learned).speedup >= 0.97
+
+
+def test_sampled_copies_are_much_faster_on_average():
+    copies = [n for n in SAMPLED if "novel" not in n]
+    speedups = [_replay(n, BENCH_TOKENS).speedup for n in copies]
+    harmonic = len(speedups) / sum(1 / x for x in speedups)  # total time over the requests
+    assert harmonic >= 1.4, speedups
+
+
 def test_free_text_is_mostly_decoded_plainly():
     g = GENERATIONS["qwen-free-greedy"]
     result = replay_lookup(g["prompt"], g["output"], COSTS[g["model"]])

@@ -30,6 +30,7 @@ class ReplayResult:
     verify_steps: int
     drafted: int
     accepted: int
+    controller: DraftLengthController = None  # as it stands after the replay
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -44,22 +45,29 @@ def batch_cost(costs: dict, n: int) -> float:
 
 
 def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 16,
-                  calibration_error: float = 1.2) -> ReplayResult:
+                  calibration_error: float = 1.2, shadowed: bool = True,
+                  controller: DraftLengthController = None) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
     ``costs`` maps batch sizes to forward-pass costs relative to one token (at least sizes 1
     and draft_max + 1 should be there). ``calibration_error`` scales the one-time calibration
     the loop starts from (it was seen 1.2x slower than steady decoding); real rounds then
-    replace it, as in the loop."""
+    replace it, as in the loop. ``shadowed``: plain rounds check the draft they did not verify
+    against the token they emit, as the loop does for free drafters. ``controller``: one that a replay of an earlier request
+    returned (``ReplayResult.controller``), to replay requests in a row as one ``Llama``
+    serves them: what was learned on one is the starting point of the next."""
     if not output:
         raise ValueError("replay needs at least one output token")
     drafter = PromptLookup()
-    controller = DraftLengthController(0, draft_max)
-    top = draft_max + 1
-    sizes = sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
-    controller.calibrate({n: batch_cost(costs, n) * calibration_error for n in sizes})
+    if controller is None:
+        controller = DraftLengthController(0, draft_max, shadowed=shadowed)
+        top = draft_max + 1
+        sizes = sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
+        controller.calibrate({n: batch_cost(costs, n) * calibration_error for n in sizes})
+    else:
+        controller.new_request()
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
-    result = ReplayResult(0.0, 0, 0, 0, 0)
+    result = ReplayResult(0.0, 0, 0, 0, 0, controller)
     while i < len(output):
         context = list(prompt) + list(output[:i])
         draft = drafter.draft(context, draft_max, None, len(context))
@@ -74,6 +82,8 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
         controller.record_acceptance(k, accepted, draft.bucket)
         emitted = min(accepted + 1, len(output) - i)
         controller.record_round(draft.bucket, bool(k), emitted, cost)
+        if not k and draft.tokens and shadowed:
+            controller.record_shadow(draft.tokens[0] == output[i], draft.bucket)
         if k:
             result.verify_steps += 1
             result.drafted += k

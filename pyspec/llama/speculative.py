@@ -102,9 +102,12 @@ class Speculation:
         self.drafter = make_drafter(draft, llama, draft_p_min)
         # Probing a costly drafter (a draft model catches up on every token it missed) is
         # itself costly: probe it less often than a free one.
+        # A free drafter drafts every round anyway: plain rounds check its draft against the
+        # token they emit (record_shadow) instead of paying for probes.
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
                                                 explore_every=16 if self.drafter.free else 48,
-                                                probe_after_veto=self.drafter.free)
+                                                probe_after_veto=self.drafter.free,
+                                                shadowed=self.drafter.free)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
         self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))
@@ -203,6 +206,7 @@ class Speculation:
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise ValueError("generate needs at least one prompt token")
+        self.controller.new_request()  # acceptance depends on the text: the last one is a prior
         try:
             addr = self._evaluate_prompt(tokens, stats)
             position = llama.n_tokens  # absolute position of the token being emitted
@@ -265,6 +269,8 @@ class Speculation:
                 pending = [int(t) for t in result.tokens]
                 self.controller.record_round(draft.bucket, bool(drafts), len(pending),
                                              time.perf_counter() - round_start)
+                if not drafts and draft.tokens and self.drafter.free:
+                    self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
         finally:
             self.total.add(stats)

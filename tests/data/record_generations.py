@@ -1,6 +1,8 @@
 """Records the real generations that tests/test_replay.py replays (run by hand, not in CI):
 
-    cd tests && python3 data/record_generations.py
+    cd tests && python3 data/record_generations.py            # everything
+    cd tests && python3 data/record_generations.py NAME ...   # only these cases; the rest
+                                                              # of the file (costs too) kept
 
 For each case it generates with plain llama-cpp-python on the real model (the prompts of
 benchmarks/bench_generation.py), and measures the model's forward cost per batch size on this
@@ -24,14 +26,26 @@ from pyspec.llama import SpeculativeLlama  # noqa: E402
 from pyspec.llama._decode import BatchDecoder  # noqa: E402
 from pyspec.models import ensure_model  # noqa: E402
 
-CASES = [  # name, model, prompt, temperature, speculative
-    ("qwen-rename-greedy", "qwen2.5-coder-1.5b", "edit", 0.0, True),
-    ("qwen-free-greedy", "qwen2.5-coder-1.5b", "free", 0.0, False),
-    ("gemma-repeat-greedy", "gemma3-270m", "repeat", 0.0, False),
-    ("gemma-free-0.8", "gemma3-270m", "free", 0.8, False),
+# speculative: False (plain llama-cpp-python), True (pyspec, draft length fixed at 8) or
+# "adaptive" (pyspec as the benchmark runs it)
+CASES = [  # name, model, prompt, temperature, speculative, seed
+    ("qwen-rename-greedy", "qwen2.5-coder-1.5b", "edit", 0.0, True, 3),
+    ("qwen-free-greedy", "qwen2.5-coder-1.5b", "free", 0.0, False, 3),
+    ("gemma-repeat-greedy", "gemma3-270m", "repeat", 0.0, False, 3),
+    ("gemma-free-0.8", "gemma3-270m", "free", 0.8, False, 3),
+] + [  # sampled copies leave their source at random: several draws of the hardest case
+    (f"gemma-repeat-0.8-s{seed}", "gemma3-270m", "repeat", 0.8, False, seed) for seed in range(1, 13)
+] + [  # the same, after the draw that leaves the copy at once (p = 0.23: "\n" instead of
+    # "\n\n" after the first line); the model then writes new code with pieces of the file
+    (f"gemma-repeat-0.8-novel-s{seed}", "gemma3-270m", "repeat+0.08\n", 0.8, False, seed)
+    for seed in range(1, 13)
+] + [  # pyspec's own draw as the benchmark makes it (seed 7; the text also depends on the
+    # draft lengths chosen, which depend on timing)
+    ("gemma-repeat-0.8-bench-s7", "gemma3-270m", "repeat", 0.8, "adaptive", 7),
 ]
 SIZES = [1, 2, 3, 4, 5, 7, 9, 13, 17]
-KW = dict(n_ctx=2048, n_threads=2, verbose=False, seed=3)
+KW = dict(n_ctx=2048, n_threads=2, verbose=False)
+MAX_TOKENS = 300
 
 
 def batch_costs(llm, prompt):
@@ -48,21 +62,34 @@ def batch_costs(llm, prompt):
     return {n: round(best[n] / best[1], 3) for n in SIZES}
 
 
-def main():
+def main(only):
+    path_json = HERE / "recorded_generations.json"
+    old = json.loads(path_json.read_text()) if only and path_json.exists() else None
+    unknown = set(only) - {c[0] for c in CASES}
+    if unknown:
+        raise SystemExit(f"no such case: {sorted(unknown)}")
     out, costs = [], {}
-    for name, model, prompt_name, temp, speculative in CASES:
+    if old is not None:
+        costs = {m: {int(n): c for n, c in t.items()} for m, t in old["costs"].items()}
+        out = [g for g in old["generations"] if g["name"] not in only]
+    for name, model, prompt_name, temp, speculative, seed in CASES:
+        if only and name not in only:
+            continue
         path = str(ensure_model(model))
-        llm = (SpeculativeLlama(path, draft="lookup", adaptive=False, draft_max=8, **KW)
-               if speculative else llama_cpp.Llama(model_path=path, **KW))
+        llm = (SpeculativeLlama(path, draft="lookup", seed=seed, **KW) if speculative == "adaptive"
+               else SpeculativeLlama(path, draft="lookup", adaptive=False, draft_max=8, seed=seed, **KW)
+               if speculative else llama_cpp.Llama(model_path=path, seed=seed, **KW))
+        prompt_name, _, forced = prompt_name.partition("+")  # forced: the output's start
         prompt = llm.tokenize(PROMPTS[prompt_name].encode(), special=True)
+        prompt += llm.tokenize(forced.encode(), add_bos=False, special=True) if forced else []
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         tokens = []
         for t in llm.generate(prompt, temp=temp, top_k=40, top_p=0.95, min_p=0.05):
-            if llama_cpp.llama_vocab_is_eog(vocab, t) or len(tokens) >= 300:
+            if llama_cpp.llama_vocab_is_eog(vocab, t) or len(tokens) >= MAX_TOKENS:
                 break
             tokens.append(int(t))
         if model not in costs:
-            plain = llama_cpp.Llama(model_path=path, **KW)
+            plain = llama_cpp.Llama(model_path=path, seed=3, **KW)
             costs[model] = batch_costs(plain, prompt)
             plain.close()
         out.append(dict(name=name, model=model, temperature=temp, prompt=prompt, output=tokens))
@@ -70,9 +97,11 @@ def main():
         llm.close()
     data = dict(costs={m: {str(n): c for n, c in t.items()} for m, t in costs.items()},
                 generations=out)
-    (HERE / "recorded_generations.json").write_text(json.dumps(data))
+    order = {c[0]: i for i, c in enumerate(CASES)}
+    data["generations"].sort(key=lambda g: order.get(g["name"], len(order)))
+    path_json.write_text(json.dumps(data))
     print(json.dumps(data["costs"], indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
