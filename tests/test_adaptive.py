@@ -130,21 +130,25 @@ def test_plain_rounds_that_emit_the_draft_switch_speculation_on():
     assert lengths[-1] == 16 and lengths == sorted(lengths), lengths
 
 
-def test_a_new_request_keeps_the_estimate_but_little_of_its_weight():
-    c = _shadowed(lambda n: 1.0 + 0.3 * (n - 1))
+def test_a_new_request_starts_from_the_last_one_as_a_weak_prior():
+    c = _shadowed(lambda n: 1.0 + 0.05 * (n - 1))  # long drafts pay
     for _ in range(50):
         c.record_acceptance(16, 16, "copy")
+    assert c.choose(16, "copy", draft_cost=0.0) == 16
     before = c.acceptance("copy")
     c.new_request()
     after = c.acceptance("copy")
-    assert after < before and after > 0.8  # same ratio, with only a few observations behind it
-    c.record_acceptance(16, 0, "copy")  # one failure on the new text now counts
+    assert 0.8 < after < before  # a few observations' worth of the old rate
+    assert c.choose(16, "copy", draft_cost=0.0) == 2  # and drafts restart short
+    c.record_acceptance(2, 0, "copy")  # one failure on the new text now counts
     assert c.acceptance("copy") < after - 0.1
 
 
 def test_decisions_use_a_pessimistic_acceptance_estimate():
-    c = DraftLengthController(0, 16)
-    c._counts["b"] = [3.0, 0.0]  # three successes, no failure seen yet
-    assert 0.8 < c.acceptance("b") < 1.0
-    c._counts["b"] = [300.0, 0.0]
-    assert c.acceptance("b") > 0.99
+    few, many = DraftLengthController(0, 16, prior_acceptance=1.0), DraftLengthController(0, 16)
+    for _ in range(3):
+        few.record_shadow(True, "b")  # three matches, no failure seen yet
+    assert few.acceptance("b") < 0.9  # the plain ratio would say 1.0
+    for _ in range(40):
+        many.record_acceptance(16, 16, "b")  # a long copy
+    assert many.acceptance("b") > 0.99

@@ -9,8 +9,9 @@ speculation is never planned to be slower than not speculating.
 
 Everything is measured online: target(n) per batch size (exponential moving average; sizes
 not yet measured are interpolated piecewise-linearly between the measured ones, with a
-prior slope until two sizes are known), the drafter's cost per token, and a (censored-geometric
-estimate: accepted / (accepted + rejections)).
+prior slope until two sizes are known), the drafter's cost per token, and the acceptance rate
+per kind of draft (censored-geometric estimate: accepted / (accepted + rejections), with
+counts that decay per round).
 
 While k = 0 wins, the acceptance estimate must still be able to recover when the text becomes
 predictable again. A free drafter (prompt lookup) drafts every round anyway, so a plain round
@@ -33,7 +34,8 @@ WARMUP_PLAIN_ROUNDS = 3
 PROBE_LENGTH = 2
 # The acceptance estimate behind each decision counts half a failure more than it saw: a
 # handful of lucky matches alone does not license a long draft (on Gemma 270M a failed draft
-# of 8 costs 4 tokens' time), while after hundreds of observations the half vanishes.
+# of 8 costs 4 tokens' time), while beside the counts of a long copy (a round that passes 16
+# drafts adds 16) the half weighs little.
 PESSIMISM = 0.5
 
 
@@ -149,26 +151,23 @@ class DraftLengthController:
 
     def new_request(self, weight: float = 4.0) -> None:
         """A new text: what was learned about acceptance on the last one is only a prior
-        (acceptance depends on the text far more than on the model), so each bucket's counts
-        are scaled down to `weight` observations, keeping their ratio; costs are kept."""
+        (how much of a text a drafter guesses depends on the text: a request that copies is
+        often followed by one that writes something new). Each bucket's counts are scaled
+        down to `weight` observations, keeping their ratio, and its drafts restart short (the
+        slow-start limit of 2), so the new text's first rejections count at once; measured
+        costs are kept."""
         for counts in self._counts.values():
             total = counts[0] + counts[1]
             if total > weight:
                 counts[0] *= weight / total
                 counts[1] *= weight / total
-        self._limit.clear()
+        self._limit = {bucket: 2 for bucket in self._counts}
 
     def record_shadow(self, matched: bool, bucket=None) -> None:
-        """A plain round's free draft, checked against the token the round emitted: matched
-        is the acceptance event of a one-token draft (same probability, nothing verified)."""
-        counts = self._bucket(bucket)
-        decay = 1 - self.ema / 2
-        counts[0] = counts[0] * decay + (1 if matched else 0)
-        counts[1] = counts[1] * decay + (0 if matched else 1)
-        if not matched:
-            self._limit[bucket] = 2
-        elif bucket in self._limit:
-            self._limit[bucket] = min(2 * self._limit[bucket], self.draft_max)
+        """A plain round's free draft, checked against the token the round emitted: `matched`
+        is the acceptance event of a one-token draft (same probability, nothing verified),
+        recorded as such."""
+        self.record_acceptance(1, 1 if matched else 0, bucket)
 
     # ---- model ------------------------------------------------------------------------
     def acceptance(self, bucket=None) -> float:

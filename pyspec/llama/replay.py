@@ -52,10 +52,11 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
     ``costs`` maps batch sizes to forward-pass costs relative to one token (at least sizes 1
     and draft_max + 1 should be there). ``calibration_error`` scales the one-time calibration
     the loop starts from (it was seen 1.2x slower than steady decoding); real rounds then
-    replace it, as in the loop. ``shadowed``: plain rounds check the draft they did not verify
-    against the token they emit, as the loop does for free drafters. ``controller``: one that a replay of an earlier request
-    returned (``ReplayResult.controller``), to replay requests in a row as one ``Llama``
-    serves them: what was learned on one is the starting point of the next."""
+    replace it, as in the loop. ``shadowed``: plain rounds check the draft they did not
+    verify against the token they emit, as the loop does for free drafters. ``controller``:
+    one that a replay of an earlier request returned (``ReplayResult.controller``), to replay
+    requests in a row as one ``Llama`` serves them: what was learned on one is the starting
+    point of the next; it brings its own draft_max, calibration and shadowing."""
     if not output:
         raise ValueError("replay needs at least one output token")
     drafter = PromptLookup()
@@ -66,6 +67,7 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
         controller.calibrate({n: batch_cost(costs, n) * calibration_error for n in sizes})
     else:
         controller.new_request()
+        draft_max, shadowed = controller.draft_max, controller.shadowed
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
     result = ReplayResult(0.0, 0, 0, 0, 0, controller)
     while i < len(output):

@@ -269,7 +269,7 @@ class Speculation:
                 pending = [int(t) for t in result.tokens]
                 self.controller.record_round(draft.bucket, bool(drafts), len(pending),
                                              time.perf_counter() - round_start)
-                if not drafts and draft.tokens and self.drafter.free:
+                if not drafts and draft.tokens and self.controller.shadowed:
                     self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
         finally:
