@@ -118,7 +118,7 @@ def _predicted_speedup(stats, ctl) -> float:
     tokens, seconds = float(stats.plain_steps), stats.plain_steps * t1
     for k, steps in stats.draft_lengths.items():
         tokens += steps * (1 - a ** (k + 1)) / (1 - a)
-        seconds += steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost)
+        seconds += steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost + ctl.overhead)
     return (tokens / seconds) * t1
 
 
@@ -130,7 +130,7 @@ def _accounted_speedup(stats, ctl) -> float:
     geometric acceptance model fits the text."""
     t1 = ctl.predicted_target(1)
     seconds = stats.plain_steps * t1 + sum(
-        steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost)
+        steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost + ctl.overhead)
         for k, steps in stats.draft_lengths.items())
     tokens = stats.plain_steps + stats.verify_steps + stats.accepted
     return (tokens / seconds) * t1 if seconds else 1.0

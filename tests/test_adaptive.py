@@ -152,3 +152,17 @@ def test_decisions_use_a_pessimistic_acceptance_estimate():
     for _ in range(40):
         many.record_acceptance(16, 16, "b")  # a long copy
     assert many.acceptance("b") > 0.99
+
+
+def test_a_speculative_round_is_charged_the_overhead_a_plain_round_does_not_pay():
+    c = DraftLengthController(0, 8)
+    c.calibrate({1: 1.0, 2: 1.1, 9: 1.8})
+    c.record_target(1, 1.0)
+    c.record_overhead(True, 0.30)   # verifying 9 rows, removing rejected cells
+    assert c.overhead == 0.0        # nothing to compare with yet
+    c.record_overhead(False, 0.05)  # sampling one row
+    assert abs(c.overhead - 0.25) < 1e-12
+    assert abs(c.rate(8, draft_cost=0.0) * (1.8 + 0.25) - c.expected_tokens(8)) < 1e-9
+    for _ in range(30):
+        c.record_overhead(False, 1.0)  # plain rounds costlier than speculative ones: no credit
+    assert c.overhead == 0.0

@@ -57,7 +57,11 @@ class DraftLengthController:
         # throughput that speculative rounds are then held against.
         self._warmup_plain = WARMUP_PLAIN_ROUNDS
         self.draft_cost = 0.0        # seconds per drafted token
-        self.overhead = 0.0          # seconds per round outside target and drafter
+        # Seconds a speculative round spends outside the target and the drafter beyond what a
+        # plain round spends there (verifying k + 1 rows instead of sampling one, removing
+        # rejected KV cells): measured for both kinds of round, the difference is charged.
+        self.overhead = 0.0
+        self._round_overhead: dict = {}  # speculative (bool) -> seconds (EMA)
         self.prior = prior_acceptance
         self._counts: dict = {}  # bucket -> [successes, failures]
         self._plain_streak: dict = {}
@@ -108,8 +112,11 @@ class DraftLengthController:
         if n_drafted:
             self.draft_cost = self._avg(self.draft_cost or None, seconds / n_drafted)
 
-    def record_overhead(self, seconds: float) -> None:
-        self.overhead = self._avg(self.overhead or None, seconds)
+    def record_overhead(self, speculative: bool, seconds: float) -> None:
+        """Time a round spent outside the target's forward pass and the drafter."""
+        self._round_overhead[speculative] = self._avg(self._round_overhead.get(speculative), seconds)
+        if True in self._round_overhead and False in self._round_overhead:
+            self.overhead = max(self._round_overhead[True] - self._round_overhead[False], 0.0)
 
     def record_round(self, bucket, speculative: bool, n_tokens: int, seconds: float) -> None:
         """Realised throughput of a whole round (drafting, forward pass, verify, bookkeeping),

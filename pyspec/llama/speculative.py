@@ -267,8 +267,9 @@ class Speculation:
                 else:
                     stats.plain_steps += 1
                 pending = [int(t) for t in result.tokens]
-                self.controller.record_round(draft.bucket, bool(drafts), len(pending),
-                                             time.perf_counter() - round_start)
+                round_seconds = time.perf_counter() - round_start
+                self.controller.record_round(draft.bucket, bool(drafts), len(pending), round_seconds)
+                self.controller.record_overhead(bool(drafts), round_seconds - (t1 - t0) - draft.seconds)
                 if not drafts and draft.tokens and self.controller.shadowed:
                     self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
