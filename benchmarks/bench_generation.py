@@ -176,7 +176,7 @@ def bench_generation(benchmark, case, generation_rows):
     plain.close()
 
 
-LONG_PROMPT = "<|im_start|>user\nSummarise this code:\n```python\n" + CODE * 5 + "```<|im_end|>\n<|im_start|>assistant\n"
+LONG_PROMPT = "<|im_start|>user\nSummarise this code:\n```python\n" + CODE * 6 + "```<|im_end|>\n<|im_start|>assistant\n"
 
 _RSS_SCRIPT = r'''
 import resource, sys, time

@@ -41,6 +41,25 @@ def _add_generation_args(p: argparse.ArgumentParser) -> None:
                    help="also run plain llama-cpp-python decoding and print both speeds")
 
 
+def _declined_draft_hint(spec, stats) -> str:
+    """Why a draft model barely drafted, when the cost model decided against it: on a small
+    machine a draft model can cost too much per token to pay for itself, and the user should
+    hear that rather than wonder why there is no speedup."""
+    from .llama.drafters import DraftModel
+
+    ctl = spec.controller
+    steps = stats.verify_steps + stats.plain_steps
+    if not isinstance(spec.drafter, DraftModel) or not steps or stats.verify_steps > steps // 4:
+        return ""
+    one = ctl.predicted_target(1)
+    costs = f"a verify pass of 2 tokens costs {ctl.predicted_target(2) / one:.2f}x one token"
+    if ctl.draft_cost > 0:
+        costs += f" and each draft token {ctl.draft_cost / one:.2f}x a target token"
+    return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: here {costs}, "
+            f"more than this draft model's drafts are expected to save; --lookup drafts from "
+            f"the prompt for free")
+
+
 def _run(target: str, draft, args) -> int:
     import llama_cpp
 
@@ -73,6 +92,9 @@ def _run(target: str, draft, args) -> int:
           f"({stats.emitted / max(elapsed - stats.prompt_seconds, 1e-9):.2f} tok/s after the prompt), "
           f"first token after {first:.2f}s", file=sys.stderr)
     print(f"--- {stats.summary()}", file=sys.stderr)
+    hint = _declined_draft_hint(llm.speculation, stats)
+    if hint:
+        print(f"--- {hint}", file=sys.stderr)
     llm.close()
     if args.compare:
         plain = llama_cpp.Llama(model_path=target, **common)

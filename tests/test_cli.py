@@ -1,5 +1,6 @@
 """The command line, end to end on a real model."""
 import os
+import re
 import subprocess
 import sys
 
@@ -23,6 +24,22 @@ def test_generate_streams_text_and_prints_statistics(qwen_path):
     assert out.stdout.strip()  # the generated text
     assert "drafted" in out.stderr and "tokens per target step" in out.stderr
     assert "tok/s" in out.stderr
+
+
+def test_demo_runs_the_default_pair_and_explains_a_declined_draft_model():
+    # The default pair on a small machine: the 0.5B draft costs about half the 1.5B target per
+    # token, so the cost model mostly decodes plainly, and the demo says why.
+    out = _run("demo", "-n", "24")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() and "drafted" in out.stderr
+    verify, plain = map(int, re.search(r"(\d+) verify \+ (\d+) plain steps", out.stderr).groups())
+    declined = verify <= (verify + plain) // 4
+    assert ("the cost model decoded" in out.stderr) == declined, out.stderr
+    if declined:
+        assert "--lookup drafts from the prompt" in out.stderr
+    out = _run("demo", "--lookup", "-n", "24")
+    assert out.returncode == 0, out.stderr
+    assert "with prompt lookup" in out.stderr and "the cost model decoded" not in out.stderr
 
 
 def test_generate_reports_a_missing_model_clearly(tmp_path):

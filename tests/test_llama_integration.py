@@ -198,14 +198,24 @@ def test_positions_stay_consistent_over_a_thousand_rounds(gemma_path):
         assert list(llm.input_ids[:n]) == (prompt + out)[:n] and n >= len(prompt) + 999
         decoder = BatchDecoder(llm.ctx, llm.n_vocab(), 8)
         addr = decoder.decode([out[-1]], n, 1) if n < len(prompt) + 1000 else None
+        m = n + (1 if addr else 0)
         fresh = llama_cpp.Llama(model_path=gemma_path, **dict(KW, n_ctx=1536))
-        fresh.eval((prompt + out)[: n + (1 if addr else 0)])
+        fresh.eval((prompt + out)[:m])
+        # The cells themselves: exactly m of them (the sequence's saved state has the size of
+        # a fresh evaluation of m tokens: no rejected cell left behind, none missing), at
+        # positions 0 ... m - 1.
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        assert (llama_cpp.llama_memory_seq_pos_min(mem, 0), llama_cpp.llama_memory_seq_pos_max(mem, 0)) == (0, m - 1)
+        assert (llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+                == llama_cpp.llama_state_seq_get_size(fresh.ctx, 0))
         row_fresh = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),))
         if addr:
             row_spec = np.ctypeslib.as_array((ctypes.c_float * llm.n_vocab()).from_address(addr))
-            # Gemma's batched logits differ from one-at-a-time ones by up to 1.7 (measured).
+            # Gemma's batched logits differ from one-at-a-time ones by up to 1.7 (measured), and
+            # their correlation goes down to 0.9989: the row rules out a wrong or shuffled
+            # context (3 tokens swapped: 0.894), the cell checks above a cell too many or few.
             assert np.max(np.abs(row_spec - row_fresh)) < 2.5
-            assert np.corrcoef(row_spec, row_fresh)[0, 1] > 0.999
+            assert np.corrcoef(row_spec, row_fresh)[0, 1] > 0.998
         decoder.close()
         fresh.close()
     finally:
@@ -325,3 +335,74 @@ def test_review_regressions(qwen_path, draft_path, plain):
     assert a == b
     llm.close()
     used.close()
+
+
+def test_seeded_sampling_with_a_draft_model_is_reproducible(qwen_path, draft_path):
+    """The draft model's own draws are keyed by (seed, position) per request: the same seed
+    gives the same text on the same Llama, request after request; another seed does not."""
+    llm = SpeculativeLlama(qwen_path, draft=draft_path, draft_max=4, adaptive=False, **KW)
+    texts = []
+    for seed in (1234, 1234, 1234, 99):
+        llm.reset()
+        out = llm.create_completion(OPEN_PROMPT, max_tokens=24, temperature=0.9, seed=seed)
+        texts.append(out["choices"][0]["text"])
+        assert llm.speculation.last.verify_steps > 0  # the drafts were really verified
+    llm.close()
+    assert texts[0] == texts[1] == texts[2]
+    assert texts[3] != texts[0]
+
+
+@pytest.mark.parametrize("request_kw, reason", [
+    (dict(grammar="root ::= \"yes\" | \"no\""), "grammar-constrained sampling"),
+    (dict(logits_processor="identity"), "logits processors"),
+    (dict(mirostat_mode=2), "mirostat (mode 2)"),
+])
+def test_each_unsupported_feature_falls_back_and_is_reported_once(qwen_path, caplog, request_kw,
+                                                                   reason):
+    llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
+    kw = dict(request_kw)
+    if "grammar" in kw:
+        kw["grammar"] = llama_cpp.LlamaGrammar.from_string(kw["grammar"], verbose=False)
+    if kw.get("logits_processor") == "identity":
+        kw["logits_processor"] = llama_cpp.LogitsProcessorList([lambda ids, scores: scores])
+    with caplog.at_level(logging.WARNING, logger="pyspec"):
+        for _ in range(2):
+            out = llm.create_completion(OPEN_PROMPT, max_tokens=6, temperature=0.7, **kw)
+            assert out["usage"]["completion_tokens"] > 0
+            assert llm.speculation.last.fallback_reason == reason
+    llm.close()
+    said = [r.message for r in caplog.records if reason in r.message]
+    assert len(said) == 1, said  # once per reason, not once per request
+    if "grammar" in request_kw:
+        assert out["choices"][0]["text"] in ("yes", "no")  # the grammar was really applied
+
+
+def test_draft_model_evaluates_only_new_tokens_and_stops_below_p_min(qwen_path, draft_path):
+    target = llama_cpp.Llama(model_path=qwen_path, vocab_only=True, verbose=False)
+    prompt = target.tokenize(EDIT_PROMPT.encode(), special=True)
+    target.close()
+    params = pyspec.SamplingParams(temperature=0.0, seed=1)
+    drafter = DraftModel(draft_path, n_ctx=1024, n_threads=2)
+    evaluated = []
+    decode = drafter._decoder.decode
+
+    def counting_decode(tokens, n_past, n_outputs):
+        evaluated.append(len(tokens))
+        return decode(tokens, n_past, n_outputs)
+
+    drafter._decoder.decode = counting_decode
+    first = drafter.draft(prompt, 6, params, len(prompt))
+    assert len(first.tokens) == 6
+    assert sum(evaluated) == len(prompt) + 5  # the prompt once, then one token per draft
+    evaluated.clear()
+    # The target accepted 2 drafts and emitted its own token: only those 3 are new (the 3
+    # rejected drafts' cells are removed, not re-evaluated from the prompt).
+    context = prompt + first.tokens[:2] + [first.tokens[2] + 1]
+    second = drafter.draft(context, 4, params, len(context))
+    assert len(second.tokens) == 4
+    assert sum(evaluated) == 1 + 3  # the corrected token, then one per further draft
+    assert drafter._evaluated == context + second.tokens[:3]
+    # p_min: a draft stops where the draft model's top probability falls below it
+    sure = DraftModel(drafter.llama, p_min=0.999999)
+    assert len(sure.draft(context, 8, params, len(context)).tokens) < 8
+    drafter.close()

@@ -144,10 +144,13 @@ class Speculation:
         self.decoder.remove_from(keep)
         llama.n_tokens = keep
         t0 = time.perf_counter()
-        addr = 0
-        for i in range(keep, len(tokens), llama.n_batch):
-            chunk = tokens[i: i + llama.n_batch]
-            addr = self._decode(chunk, 1)
+        # The last prompt token is evaluated on its own, cached prefix or not: llama.cpp's
+        # logits depend slightly on the batch shape, and a repeated prompt with the same seed
+        # should give the same text whether or not its prefix was still in the cache.
+        body = tokens[keep:-1]
+        for i in range(0, len(body), llama.n_batch):
+            self._decode(body[i: i + llama.n_batch], 1)
+        addr = self._decode(tokens[-1:], 1)
         stats.prompt_seconds += time.perf_counter() - t0
         return addr
 
@@ -207,6 +210,7 @@ class Speculation:
         if not tokens:
             raise ValueError("generate needs at least one prompt token")
         self.controller.new_request()  # acceptance depends on the text: the last one is a prior
+        self.drafter.start_request()
         try:
             addr = self._evaluate_prompt(tokens, stats)
             position = llama.n_tokens  # absolute position of the token being emitted
