@@ -16,7 +16,10 @@ class SpeculationStats:
     emitted: int = 0            # tokens produced by the loop (prompt's first token included)
     draft_seconds: float = 0.0  # time in the drafter
     target_seconds: float = 0.0  # time in the target's forward passes (prompt excluded)
-    verify_seconds: float = 0.0  # time in pyspec's verifier (sampling included)
+    # Time in pyspec's fused verifier. Verification and sampling are one pass there (the
+    # transforms, the acceptance test and the corrective or bonus draw read each row once),
+    # so there is no separate sampling time to report.
+    verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
     fallback_reason: str = ""   # why a request ran without speculation, if it did
     draft_lengths: dict = field(default_factory=dict)  # k -> verify steps that drafted k
