@@ -5,6 +5,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+# Tests measure the target's batch costs afresh: costs cached on disk by earlier runs (or by
+# the user's own) would make a test's decisions depend on this machine's history. The test of
+# the cache turns it back on in a temporary directory.
+os.environ["PYSPEC_COST_CACHE"] = "off"
 
 
 @pytest.fixture

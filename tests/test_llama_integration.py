@@ -1,6 +1,7 @@
 """SpeculativeLlama on real GGUF models: same outputs as plain llama-cpp-python, exact
 distributions, consistent KV bookkeeping, clear errors."""
 import ctypes
+import json
 import logging
 
 import numpy as np
@@ -406,3 +407,32 @@ def test_draft_model_evaluates_only_new_tokens_and_stops_below_p_min(qwen_path, 
     sure = DraftModel(drafter.llama, p_min=0.999999)
     assert len(sure.draft(context, 8, params, len(context)).tokens) < 8
     drafter.close()
+
+
+def test_batch_costs_are_measured_once_per_model_and_setup_and_cached(gemma_path, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+
+    def calibration_seconds(**kw):
+        llm = SpeculativeLlama(gemma_path, draft="lookup", **dict(KW, **kw))
+        llm.create_completion(OPEN_PROMPT, max_tokens=4, temperature=0.0)
+        seconds = llm.speculation.last.calibration_seconds
+        llm.close()
+        return seconds
+
+    assert calibration_seconds() > 0  # the first process measures ...
+    files = list((tmp_path / "costs").glob("*.json"))
+    assert len(files) == 1
+    saved = {int(n): c for n, c in json.loads(files[0].read_text())["costs"].items()}
+    assert sorted(saved) == [1, 2, 3, 5, 9, 17] and all(c > 0 for c in saved.values())
+    llm = SpeculativeLlama(gemma_path, draft="lookup", **KW)
+    assert llm.speculation.controller.target_cost == saved  # ... the next one starts from it
+    llm.close()
+    assert calibration_seconds() == 0
+    assert calibration_seconds(n_threads=1) > 0  # another setup is measured for itself
+    assert len(list((tmp_path / "costs").glob("*.json"))) == 2
+    files[0].write_text("not json")  # a damaged cache is measured again, not trusted
+    assert calibration_seconds() > 0
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "off")
+    assert calibration_seconds() > 0

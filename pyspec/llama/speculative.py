@@ -25,6 +25,7 @@ from ..params import SamplingParams
 from ..verifier import verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
+from .calibration import cost_cache_file, load_costs, save_costs
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .stats import SpeculationStats
 
@@ -115,6 +116,11 @@ class Speculation:
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
         self._calibrated = not adaptive  # a fixed draft length needs no cost model
+        self._cost_file = cost_cache_file(llama, self._calibration_sizes()) if adaptive else None
+        cached = load_costs(self._cost_file)
+        if cached is not None:  # measured by an earlier process with this model and setup
+            self.controller.calibrate(cached)
+            self._calibrated = True
 
     def close(self):
         self.drafter.close()
@@ -165,15 +171,14 @@ class Speculation:
 
     def _calibrate(self, token: int) -> None:
         """Measures the target's forward cost for the batch sizes verify uses (once per
-        model): decodes throw-away batches after the current context and removes them.
+        model and setup, then cached on disk: calibration.py): decodes throw-away batches
+        after the current context and removes them.
         Without it the cost model would have to guess how batching scales on this machine,
         which differs by model (Qwen 1.5B: 2.5x for 4 tokens; Gemma 270M: 1.4x)."""
         llama = self.llama
         n_past = llama.n_tokens
-        top = self.controller.draft_max + 1
-        sizes = sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
         costs = {}
-        for n in sizes:
+        for n in self._calibration_sizes():
             if n_past + n > self.n_ctx:
                 break
             best = float("inf")
@@ -185,6 +190,12 @@ class Speculation:
             costs[n] = best
         self.controller.calibrate(costs)
         self._calibrated = True
+        if len(costs) == len(self._calibration_sizes()):  # not cut short by a full context
+            save_costs(self._cost_file, costs)
+
+    def _calibration_sizes(self) -> list:
+        top = self.controller.draft_max + 1
+        return sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
 
     def _draft(self, context: list, room: int, params: SamplingParams, stats):
         """Drafts for the next round and how many of them to verify."""
@@ -234,7 +245,9 @@ class Speculation:
                     yield tok
                 last = context[-1]
                 if not self._calibrated:  # once, after the first token is out (not in TTFT)
+                    t_cal = time.perf_counter()
                     self._calibrate(last)
+                    stats.calibration_seconds += time.perf_counter() - t_cal
                 room = self.n_ctx - llama.n_tokens - 1  # KV cells left after `last`
                 if room < 0:
                     raise RuntimeError(f"context window of {self.n_ctx} tokens is full")

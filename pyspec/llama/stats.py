@@ -21,6 +21,7 @@ class SpeculationStats:
     # so there is no separate sampling time to report.
     verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
+    calibration_seconds: float = 0.0  # measuring the target's batch costs (first use only)
     fallback_reason: str = ""   # why a request ran without speculation, if it did
     draft_lengths: dict = field(default_factory=dict)  # k -> verify steps that drafted k
 
@@ -69,4 +70,6 @@ class SpeculationStats:
                 f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
                 f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
                 f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
-                f"prompt {self.prompt_seconds:.3f}s")
+                f"prompt {self.prompt_seconds:.3f}s"
+                + (f", calibration {self.calibration_seconds:.3f}s (once per model and "
+                   f"setup, then cached)" if self.calibration_seconds else ""))
