@@ -24,6 +24,13 @@ from ..models import cache_dir
 log = logging.getLogger("pyspec")
 
 
+def calibration_sizes(draft_max: int) -> list:
+    """The batch sizes whose cost is measured: the largest verify batch (draft_max + 1) and
+    the sizes 1, 2, 3, 5, 9, 17, 33 below it (between them the cost is interpolated)."""
+    top = draft_max + 1
+    return sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
+
+
 def cost_cache_file(llama, sizes) -> Optional[Path]:
     """Where the costs of this model and setup live (None when the cache is off or the
     model file is unknown)."""

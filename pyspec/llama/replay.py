@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .adaptive import DraftLengthController
+from .calibration import calibration_sizes
 from .drafters import PromptLookup
 
 
@@ -62,9 +63,8 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
     drafter = PromptLookup()
     if controller is None:
         controller = DraftLengthController(0, draft_max, shadowed=shadowed)
-        top = draft_max + 1
-        sizes = sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
-        controller.calibrate({n: batch_cost(costs, n) * calibration_error for n in sizes})
+        controller.calibrate({n: batch_cost(costs, n) * calibration_error
+                              for n in calibration_sizes(draft_max)})
     else:
         controller.new_request()
         draft_max, shadowed = controller.draft_max, controller.shadowed

@@ -25,7 +25,7 @@ from ..params import SamplingParams
 from ..verifier import verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
-from .calibration import cost_cache_file, load_costs, save_costs
+from .calibration import calibration_sizes, cost_cache_file, load_costs, save_costs
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .stats import SpeculationStats
 
@@ -116,7 +116,8 @@ class Speculation:
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
         self._calibrated = not adaptive  # a fixed draft length needs no cost model
-        self._cost_file = cost_cache_file(llama, self._calibration_sizes()) if adaptive else None
+        self._cost_file = (cost_cache_file(llama, calibration_sizes(draft_max)) if adaptive
+                           else None)
         cached = load_costs(self._cost_file)
         if cached is not None:  # measured by an earlier process with this model and setup
             self.controller.calibrate(cached)
@@ -177,8 +178,8 @@ class Speculation:
         which differs by model (Qwen 1.5B: 2.5x for 4 tokens; Gemma 270M: 1.4x)."""
         llama = self.llama
         n_past = llama.n_tokens
-        costs = {}
-        for n in self._calibration_sizes():
+        costs, sizes = {}, calibration_sizes(self.controller.draft_max)
+        for n in sizes:
             if n_past + n > self.n_ctx:
                 break
             best = float("inf")
@@ -190,12 +191,8 @@ class Speculation:
             costs[n] = best
         self.controller.calibrate(costs)
         self._calibrated = True
-        if len(costs) == len(self._calibration_sizes()):  # not cut short by a full context
+        if len(costs) == len(sizes):  # not cut short by a full context
             save_costs(self._cost_file, costs)
-
-    def _calibration_sizes(self) -> list:
-        top = self.controller.draft_max + 1
-        return sorted({n for n in (1, 2, 3, 5, 9, 17, 33) if n < top} | {top})
 
     def _draft(self, context: list, room: int, params: SamplingParams, stats):
         """Drafts for the next round and how many of them to verify."""
