@@ -32,6 +32,17 @@ static __device__ int64_t first_bad_token(const int32_t *tokens, int64_t begin, 
     return r == INT64_MAX ? n : r;
 }
 
+/* Records a token id outside [0, n_vocab) (the same record for every list that is checked). */
+static __device__ void set_token_error(pyspec_cuda_err *e, int kind, int64_t row, int64_t index,
+                                       int32_t token, int64_t n_vocab) {
+    e->status = PYSPEC_ERR_TOKEN;
+    e->kind = kind;
+    e->row = row;
+    e->index = index;
+    e->token = token;
+    e->q = (double)n_vocab;
+}
+
 static __global__ void validate_kernel(const pyspec_cuda_seq *seqs, int64_t n_vocab,
                                        pyspec_cuda_err *seq_err) {
     __shared__ int64_t shared_min;
@@ -51,34 +62,21 @@ static __global__ void validate_kernel(const pyspec_cuda_seq *seqs, int64_t n_vo
         int64_t used = q->pen_last_n < 0 || q->pen_last_n > q->n_history ? q->n_history : q->pen_last_n;
         int64_t j = first_bad_token(q->history, q->n_history - used, q->n_history, 0, 0, n_vocab,
                                     &shared_min);
-        if (j < q->n_history) {
-            e.status = PYSPEC_ERR_TOKEN;
-            e.kind = PYSPEC_CUDA_ERR_HISTORY_TOKEN;
-            e.index = j;
-            e.token = q->history[j];
-            e.q = (double)n_vocab;
-        }
+        if (j < q->n_history)
+            set_token_error(&e, PYSPEC_CUDA_ERR_HISTORY_TOKEN, 0, j, q->history[j], n_vocab);
     }
     if (e.status == PYSPEC_OK && q->n_draft > 0) {
         int64_t j = first_bad_token(q->draft, 0, q->n_draft, 0, 0, n_vocab, &shared_min);
-        if (j < q->n_draft) {
-            e.status = PYSPEC_ERR_TOKEN;
-            e.kind = PYSPEC_CUDA_ERR_DRAFT_TOKEN;
-            e.index = j;
-            e.token = q->draft[j];
-            e.q = (double)n_vocab;
-        }
+        if (j < q->n_draft)
+            set_token_error(&e, PYSPEC_CUDA_ERR_DRAFT_TOKEN, 0, j, q->draft[j], n_vocab);
     }
     if (e.status == PYSPEC_OK && q->q_probs && q->q_tokens && q->n_draft > 0 && q->q_n > 0) {
         int64_t n = q->n_draft * q->q_n;
         int64_t j = first_bad_token(q->q_tokens, 0, n, q->q_stride, q->q_n, n_vocab, &shared_min);
         if (j < n) {
-            e.status = PYSPEC_ERR_TOKEN;
-            e.kind = PYSPEC_CUDA_ERR_SPARSE_TOKEN;
-            e.row = j / q->q_n;
-            e.index = j % q->q_n;
-            e.token = q->q_tokens[e.row * q->q_stride + e.index];
-            e.q = (double)n_vocab;
+            int64_t row = j / q->q_n, col = j % q->q_n;
+            set_token_error(&e, PYSPEC_CUDA_ERR_SPARSE_TOKEN, row, col,
+                            q->q_tokens[row * q->q_stride + col], n_vocab);
         }
     }
     if (threadIdx.x == 0) {

@@ -111,6 +111,57 @@ static uint16_t to_f16(float f) { // round to nearest even, via the float bits
     return (uint16_t)(sign | h);
 }
 
+// A bad token id in the penalty history, the drafts or a sparse draft row: the record names
+// the list, the row and index within it, the id and the vocabulary size (the statuses alone
+// are compared with the CPU path by the random cases).
+static int check_token_error_records(void) {
+    const int64_t V = 10, K = 2, M = 3;
+    std::vector<float> logits((K + 1) * V, 0.0f);
+    int32_t history[4] = { 1, 2, 3, 4 }, draft[2] = { 5, 6 };
+    int32_t qtok[2 * 4] = { 0, 1, 2, -1, 3, 4, 5, -1 };  // rows of M = 3, stride 4
+    float qprob[2 * 4] = { 0.5f, 0.3f, 0.2f, 0.0f, 0.4f, 0.4f, 0.2f, 0.0f };
+    pyspec_draft_probs q = { qprob, qtok, 4, M };
+    int32_t out[K + 1];
+    int64_t n_acc = 0;
+    pyspec_sequence seq;
+    memset(&seq, 0, sizeof seq);
+    seq.target_logits = logits.data();
+    seq.logits_row_stride = V;
+    seq.draft_tokens = draft;
+    seq.n_draft = K;
+    seq.draft_probs = &q;
+    seq.params.temperature = 1.0f;
+    seq.params.top_p = 1.0f;
+    seq.params.penalty_last_n = 4;
+    seq.params.penalty_repeat = 1.1f;
+    seq.params.penalty_history = history;
+    seq.params.n_penalty_history = 4;
+    seq.out_tokens = out;
+    seq.out_n_accepted = &n_acc;
+    struct Expect { int kind; int64_t row, index; int32_t token; } want[3] = {
+        { PYSPEC_CUDA_ERR_HISTORY_TOKEN, 0, 2, 99 },
+        { PYSPEC_CUDA_ERR_DRAFT_TOKEN, 0, 1, -7 },
+        { PYSPEC_CUDA_ERR_SPARSE_TOKEN, 1, 2, 12 },
+    };
+    int failures = 0;
+    for (int c = 0; c < 3; ++c) {
+        history[2] = c == 0 ? 99 : 3;
+        draft[1] = c == 1 ? -7 : 6;
+        qtok[4 + 2] = c == 2 ? 12 : 5;
+        EmuResult r = run_emulated(&seq, 1, V, PYSPEC_F32, 64);
+        const Expect &w = want[c];
+        if (r.status != PYSPEC_ERR_TOKEN || r.err.kind != w.kind || r.err.seq != 0 || r.err.row != w.row ||
+            r.err.index != w.index || r.err.token != w.token || r.err.q != (double)V) {
+            printf("token error record %d: status %d kind %d row %lld index %lld token %d q %g; want kind %d "
+                   "row %lld index %lld token %d q %g\n", c, r.status, r.err.kind, (long long)r.err.row,
+                   (long long)r.err.index, r.err.token, r.err.q, w.kind, (long long)w.row, (long long)w.index,
+                   w.token, (double)V);
+            ++failures;
+        }
+    }
+    return failures;
+}
+
 int main(int argc, char **argv) {
     const int n_cases = argc > 1 ? atoi(argv[1]) : 300;
     const unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 64;
@@ -120,7 +171,8 @@ int main(int argc, char **argv) {
     pyspec_verifier *cpu = NULL;
     pyspec_error e;
     if (pyspec_verifier_create(151936, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
-    int failures = 0, greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0, with_errors = 0;
+    int failures = check_token_error_records(), greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0,
+        with_errors = 0;
     const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
     for (int c = 0; c < n_cases; ++c) {
         const int64_t V = big ? (rng() % 2 ? 32000 : 151936) : V_LIST[rng() % 6];
