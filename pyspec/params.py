@@ -4,9 +4,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import PyspecError
 
 _PARAM_STATUS = 3
+MAX_PENALTY = 1e6  # pyspec.h: PYSPEC_MAX_PENALTY
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,10 @@ class SamplingParams:
         ``penalty_last_n`` tokens of the history (``penalty_history=`` of each call, then the
         row's preceding drafts) gets ``logit * repeat`` if ``logit <= 0`` else
         ``logit / repeat``, minus ``c * frequency + presence``. Off at (1, 0, 0).
+        ``repeat`` must lie in [1e-6, 1e6], the other two in [-1e6, 1e6], which keeps the
+        arithmetic finite; a penalised logit that still overflows float32 (a logit near
+        3.4e38) saturates at +-3.4e38, so a row never turns NaN and a masked (-inf) token
+        stays masked.
     penalty_last_n : int
         Window length (llama-cpp-python's ``last_n_tokens_size``, 64); 0 turns penalties
         off, -1 uses the whole history.
@@ -56,8 +63,17 @@ class SamplingParams:
             raise PyspecError(f"SamplingParams.{name} {why}, got {getattr(self, name)!r}",
                               _PARAM_STATUS)
 
+        # numpy scalars are numbers too (np.int64(40) from an array, np.float32(0.9)): store
+        # them as Python ints and floats.
+        for name in ("top_k", "seed", "penalty_last_n"):
+            value = getattr(self, name)
+            if isinstance(value, np.integer):
+                object.__setattr__(self, name, int(value))
         for name in ("temperature", "top_p", "min_p", "repeat_penalty", "frequency_penalty",
                      "presence_penalty"):
+            value = getattr(self, name)
+            if isinstance(value, (np.floating, np.integer)):
+                object.__setattr__(self, name, float(value))
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 bad(name, "must be a number")
@@ -73,11 +89,13 @@ class SamplingParams:
             bad("min_p", "must be <= 1 (<= 0 turns min-p off)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             bad("seed", "must be an int in [0, 2**64)")
-        if not (math.isfinite(self.repeat_penalty) and self.repeat_penalty > 0):
-            bad("repeat_penalty", "must be finite and > 0 (1 turns it off)")
+        # Bounds that keep the penalty arithmetic finite in float32 (the C library checks the
+        # same; a penalised logit that still overflows saturates at +-FLT_MAX).
+        if not (1.0 / MAX_PENALTY <= self.repeat_penalty <= MAX_PENALTY):
+            bad("repeat_penalty", "must be in [1e-6, 1e6] (1 turns it off)")
         for name in ("frequency_penalty", "presence_penalty"):
-            if not math.isfinite(getattr(self, name)):
-                bad(name, "must be finite (0 turns it off)")
+            if not abs(getattr(self, name)) <= MAX_PENALTY:
+                bad(name, "must be in [-1e6, 1e6] (0 turns it off)")
         if (isinstance(self.penalty_last_n, bool) or not isinstance(self.penalty_last_n, int)
                 or not -1 <= self.penalty_last_n <= 8192):
             bad("penalty_last_n", "must be an int in [-1, 8192] (0: off, -1: whole history)")

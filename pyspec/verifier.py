@@ -14,18 +14,43 @@ import numpy as np
 
 from . import _arrays, _device_arrays
 from ._ffi import ffi, lib
-from .errors import PyspecError, raise_for_status
+from .errors import DraftProbsError, PyspecError, raise_for_status
 from .params import SamplingParams
 
 DEFAULT_PARAMS = SamplingParams()
 
 
+THREADS_ENV = "PYSPEC_NUM_THREADS"
+
+
+def max_threads() -> int:
+    """The most worker threads a call may use: the machine's cores. More would only add
+    OS threads (and their stacks) that wait for a core."""
+    return max(1, os.cpu_count() or 1)
+
+
+def check_threads(n_threads, name: str = "n_threads") -> int:
+    """``n_threads`` as an int in [1, max_threads()], or a PyspecError naming ``name``."""
+    limit = max_threads()
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
+        raise PyspecError(f"{name} must be an int in [1, {limit}], got {n_threads!r}", 2)
+    if not 1 <= n_threads <= limit:
+        raise PyspecError(f"{name} must be in [1, {limit}] (this machine has {limit} cores), "
+                          f"got {n_threads}", 2)
+    return int(n_threads)
+
+
 def default_threads() -> int:
     """Worker threads per call: ``PYSPEC_NUM_THREADS`` or the machine's cores (at most 8)."""
-    env = os.environ.get("PYSPEC_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(8, os.cpu_count() or 1))
+    env = os.environ.get(THREADS_ENV)
+    if env is not None and env.strip():
+        try:
+            value = int(env.strip())
+        except ValueError:
+            raise PyspecError(f"{THREADS_ENV}={env!r} is not an integer: set it to a thread "
+                              f"count in [1, {max_threads()}] or unset it", 2) from None
+        return check_threads(value, THREADS_ENV)
+    return max(1, min(8, max_threads()))
 
 
 class _Verifiers(threading.local):
@@ -122,6 +147,9 @@ def _n_draft(tokens, name: str) -> int:
         if tokens.ndim != 1:
             raise _arrays.shape_error(f"{name} must be 1-D, got shape {tokens.shape}")
         return tokens.size
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__"):
+        raise PyspecError(f"{name} must be a 1-D sequence of token ids (a list or an int "
+                          f"array), got {type(tokens).__name__} {tokens!r:.60}", 2)
     return len(tokens)
 
 
@@ -136,6 +164,7 @@ def _c_token_ids(tokens, name: str, n_vocab: int):
         if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
             tokens = _arrays.token_ids(tokens, name, n_vocab)
         return tokens.size, ffi.from_buffer("int32_t[]", tokens), tokens
+    _n_draft(tokens, name)  # a clear error for ints, strings and other non-sequences
     try:
         values = list(tokens)
         return len(values), ffi.new("int32_t[]", values), None
@@ -144,10 +173,43 @@ def _c_token_ids(tokens, name: str, n_vocab: int):
         return arr.size, ffi.from_buffer("int32_t[]", arr), arr
 
 
+DRAFT_SUM_TOLERANCE = 1e-3  # as the C library's check of sparse rows
+
+
+def check_dense_rows_sum_to_one(q: np.ndarray) -> None:
+    """Each dense draft row must be a distribution: entries in [0, 1] summing to 1 within
+    DRAFT_SUM_TOLERANCE. The C library reads a dense row at a few entries only (it never
+    streams it), so it cannot tell; q that is not a distribution biases rejection sampling
+    without any error. One numpy pass over the k rows."""
+    sums = q.sum(axis=1, dtype=np.float64)
+    bad = np.flatnonzero(~(np.abs(sums - 1.0) <= DRAFT_SUM_TOLERANCE))
+    if bad.size:
+        i = int(bad[0])
+        raise DraftProbsError(f"draft_probs row {i} sums to {sums[i]:.6g}; a draft distribution "
+                              f"must sum to 1 (within {DRAFT_SUM_TOLERANCE}); pass "
+                              f"check_draft_probs=False to skip this check")
+    low, high = q.min(initial=0.0), q.max(initial=0.0)
+    if low < 0.0 or high > 1.0:
+        raise DraftProbsError(f"draft_probs holds {low if low < 0 else high:g}; probabilities "
+                              f"must be in [0, 1]")
+
+
+def check_position(position, n_draft: int = 0) -> int:
+    """The absolute position of row 0 as an int; rows 0..n_draft must all fit in 63 bits."""
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise PyspecError(f"position must be an int, got {type(position).__name__} {position!r}", 2)
+    limit = 2**63 - 1 - n_draft
+    if not 0 <= position <= limit:
+        raise PyspecError(f"position must be in [0, 2**63 - 1 - n_draft] = [0, {limit}] (the "
+                          f"last row's position must fit in 63 bits), got {position}", 2)
+    return int(position)
+
+
 class _Call:
     """Builds the C structs of one call and keeps every buffer alive until it returns."""
 
-    def __init__(self, n_seqs: int, want_logprobs: bool):
+    def __init__(self, n_seqs: int, want_logprobs: bool, check_draft_probs: bool = True):
+        self.check_draft_probs = check_draft_probs
         self.seqs = ffi.new("pyspec_sequence[]", max(n_seqs, 1))
         self.keep = []
         self.outputs = []
@@ -158,11 +220,8 @@ class _Call:
             penalty_history=None):
         if type(params) is not SamplingParams and not isinstance(params, SamplingParams):
             raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
-        if type(position) is not int and (isinstance(position, bool) or not isinstance(position, (int, np.integer))):
-            raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
-        if not 0 <= position < 2**63:
-            raise PyspecError(f"position must be an int in [0, 2**63), got {position!r}", 2)
         n_draft, c_tokens, owner = _c_token_ids(draft_tokens, "draft_tokens", n_vocab)
+        position = check_position(position, n_draft)
         seq = self.seqs[i]
         seq.target_logits = logits_ptr
         seq.logits_row_stride = row_stride
@@ -212,6 +271,8 @@ class _Call:
         if (n_vocab > 1 and arr.strides[1] != 4) or (n_draft > 1 and arr.strides[0] % 4):
             raise _arrays.shape_error("draft_probs rows must be contiguous float32 "
                                       f"(strides {arr.strides})")
+        if self.check_draft_probs:
+            check_dense_rows_sum_to_one(arr)
         self.keep.append(arr)
         dp.probs = ffi.cast(_FLOAT_P, _arrays.address(arr))
         dp.tokens = ffi.NULL
@@ -220,10 +281,7 @@ class _Call:
         return dp
 
     def run(self, n_seqs: int, n_vocab: int, dtype: int, n_threads: Optional[int]):
-        if n_threads is None:
-            n_threads = _DEFAULT_THREADS
-        elif n_threads < 1:
-            raise PyspecError(f"n_threads must be >= 1, got {n_threads}", 2)
+        n_threads = _DEFAULT_THREADS if n_threads is None else check_threads(n_threads)
         state = _VERIFIERS
         verifier = state.get(n_vocab, n_threads)
         err = state.err
@@ -242,7 +300,7 @@ class _Call:
 def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
            params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
            logprobs: bool = False, n_threads: Optional[int] = None,
-           penalty_history=None, stream=None) -> VerifyResult:
+           penalty_history=None, stream=None, check_draft_probs: bool = True) -> VerifyResult:
     """Verifies the drafts of one sequence against the target's logits, in one fused pass.
 
     Parameters
@@ -277,6 +335,10 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     stream : optional
         Device logits only: the CUDA stream to run on (``None``: the legacy default
         stream; an int ``cudaStream_t``; a PyTorch or CuPy stream object).
+    check_draft_probs : bool
+        Check that each dense draft row sums to 1 (within 1e-3) with entries in [0, 1]: one
+        numpy pass over the ``k`` rows (host arrays only). Sparse rows are always checked by
+        the C library. Turn it off only for rows you know are normalised.
 
     Returns
     -------
@@ -298,7 +360,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
                            logprobs=logprobs, penalty_history=penalty_history, stream=stream)
     n_draft = _n_draft(draft_tokens, "draft_tokens")
     arr, dtype, stride = _arrays.logits_rows(target_logits, "target_logits", n_draft + 1)
-    call = _Call(1, logprobs)
+    call = _Call(1, logprobs, check_draft_probs)
     call.add(0, ffi.cast(_VOID_P, _arrays.address(arr)), stride, arr.shape[1], draft_tokens,
              draft_probs, params, position, penalty_history)
     call.keep.append(arr)
@@ -306,11 +368,14 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
 
 
 def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
-                 n_threads: Optional[int] = None, stream=None) -> list:
+                 n_threads: Optional[int] = None, stream=None,
+                 check_draft_probs: bool = True) -> list:
     """Verifies many sequences in one call: ragged draft counts, per-sequence params and
     positions. All logits must share one dtype and vocabulary size. Returns a list of
     ``VerifyResult``, identical to calling ``verify`` on each request. Requests whose logits
     are CUDA arrays run on the GPU (``pyspec.cuda.verify_batch``; all of them on one device)."""
+    if isinstance(requests, (str, bytes)) or not hasattr(requests, "__len__"):
+        raise PyspecError(f"requests must be a list of pyspec.VerifyRequest, got {type(requests).__name__}", 2)
     if not requests:
         return []
     if any(isinstance(r, VerifyRequest) and _device_arrays.is_device_array(r.target_logits)
@@ -318,7 +383,7 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
         from . import cuda  # noqa: PLC0415
 
         return cuda.verify_batch(requests, logprobs=logprobs, stream=stream)
-    call = _Call(len(requests), logprobs)
+    call = _Call(len(requests), logprobs, check_draft_probs)
     n_vocab = dtype = None
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
@@ -341,20 +406,30 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
                         draft_probs: DraftProbs = None, params: SamplingParams = DEFAULT_PARAMS,
                         position: int = 0, *, row_stride: Optional[int] = None,
                         dtype: str = "float32", logprobs: bool = False,
-                        n_threads: Optional[int] = None, penalty_history=None) -> VerifyResult:
+                        n_threads: Optional[int] = None, penalty_history=None,
+                        check_draft_probs: bool = True) -> VerifyResult:
     """``verify`` on logits given as a raw host address (llama.cpp's logits buffer).
 
     ``logits_address`` points at row 0 of ``len(draft_tokens) + 1`` rows of ``n_vocab``
     elements of ``dtype`` ("float32", "float16" or "bfloat16"), rows ``row_stride`` elements
     apart (default ``n_vocab``). Nothing is copied; the caller keeps the buffer alive.
+    ``check_draft_probs`` as in ``verify``.
     """
-    if not isinstance(logits_address, int) or isinstance(logits_address, bool) or logits_address <= 0:
-        raise PyspecError(f"logits_address must be a non-null integer address, got {logits_address!r}", 1)
+    if (isinstance(logits_address, bool) or not isinstance(logits_address, (int, np.integer))
+            or not 0 < logits_address < 2**(8 * ffi.sizeof("void *"))):
+        raise PyspecError(f"logits_address must be a non-null address that fits in a pointer "
+                          f"({8 * ffi.sizeof('void *')} bits), got {logits_address!r}", 1)
+    logits_address = int(logits_address)
     code = _arrays.dtype_code(dtype)
-    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or n_vocab < 1:
-        raise _arrays.shape_error(f"n_vocab must be an int >= 1, got {n_vocab!r}")
+    if isinstance(n_vocab, bool) or not isinstance(n_vocab, (int, np.integer)) or not 1 <= n_vocab < 2**31:
+        raise _arrays.shape_error(f"n_vocab must be an int in [1, 2**31), got {n_vocab!r}")
+    n_vocab = int(n_vocab)
+    if row_stride is not None and (isinstance(row_stride, bool)
+                                   or not isinstance(row_stride, (int, np.integer))
+                                   or not n_vocab <= row_stride < 2**62):
+        raise _arrays.shape_error(f"row_stride must be an int >= n_vocab ({n_vocab}), got {row_stride!r}")
     stride = n_vocab if row_stride is None else int(row_stride)
-    call = _Call(1, logprobs)
+    call = _Call(1, logprobs, check_draft_probs)
     call.add(0, ffi.cast(_VOID_P, logits_address), stride, n_vocab, draft_tokens, draft_probs,
              params, position, penalty_history)
     return call.run(1, n_vocab, code, n_threads)[0]
@@ -377,9 +452,14 @@ def _single_row(logits, params, penalty_history=None):
     c_params = ffi.new("pyspec_sampling_params *")
     if isinstance(logits, LogitsPointer):
         code = _arrays.dtype_code(logits.dtype)
-        if not logits.address:
-            raise PyspecError("LogitsPointer.address is null", 1)
-        ptr, n_vocab, keep = ffi.cast(_VOID_P, logits.address), int(logits.n_vocab), None
+        address, n_vocab = logits.address, logits.n_vocab
+        if (isinstance(address, bool) or not isinstance(address, (int, np.integer))
+                or not 0 < address < 2**(8 * ffi.sizeof("void *"))):
+            raise PyspecError(f"LogitsPointer.address must be a non-null address that fits in "
+                              f"a pointer, got {address!r}", 1)
+        if isinstance(n_vocab, bool) or not isinstance(n_vocab, (int, np.integer)) or not 1 <= n_vocab < 2**31:
+            raise _arrays.shape_error(f"LogitsPointer.n_vocab must be an int in [1, 2**31), got {n_vocab!r}")
+        ptr, n_vocab, keep = ffi.cast(_VOID_P, int(address)), int(n_vocab), None
     else:
         arr, code, _ = _arrays.logits_rows(logits, "logits", 1)
         ptr, n_vocab, keep = ffi.cast(_VOID_P, _arrays.address(arr)), arr.shape[1], arr
@@ -394,8 +474,7 @@ def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *
     ``LogitsPointer``) at absolute ``position``. A point-mass ``verify`` emits exactly this
     token at that position."""
     ptr, n_vocab, dtype, _keep, c_params = _single_row(logits, params, penalty_history)
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
-        raise PyspecError(f"position must be an int >= 0, got {position!r}", 2)
+    position = check_position(position)
     out = ffi.new("int32_t *")
     err = _VERIFIERS.err
     verifier = _VERIFIERS.get(n_vocab, 1)

@@ -15,9 +15,12 @@ def apply_penalties(logits, params, history) -> np.ndarray:
         x = l32[tok]
         if not np.isfinite(x):
             continue
-        x = x * np.float32(params.repeat_penalty) if x <= 0 else x / np.float32(params.repeat_penalty)
-        l32[tok] = np.float32(x) - np.float32(count) * np.float32(params.frequency_penalty) \
-            - np.float32(params.presence_penalty)
+        with np.errstate(over="ignore"):
+            x = x * np.float32(params.repeat_penalty) if x <= 0 else x / np.float32(params.repeat_penalty)
+            y = np.float32(x) - np.float32(count) * np.float32(params.frequency_penalty) \
+                - np.float32(params.presence_penalty)
+        # pyspec saturates a finite logit that the penalties push past float32's range.
+        l32[tok] = np.clip(y, -np.finfo(np.float32).max, np.finfo(np.float32).max)
     return l32
 
 

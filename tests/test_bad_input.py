@@ -113,21 +113,21 @@ def test_bad_draft_probs(rows):
 
 
 def test_pointer_entry_point_checks(rows):
-    with pytest.raises(PyspecError, match="non-null integer address"):
+    with pytest.raises(PyspecError, match="non-null address"):
         pyspec.verify_from_pointer(0, V, [1, 2])
     with pytest.raises(PyspecError, match="dtype must be one of"):
         pyspec.verify_from_pointer(rows.ctypes.data, V, [1, 2], dtype="float64")
-    with pytest.raises(PyspecError, match="logits_row_stride .* is smaller than n_vocab"):
+    with pytest.raises(PyspecError, match=r"row_stride must be an int >= n_vocab"):
         pyspec.verify_from_pointer(rows.ctypes.data, V, [1, 2], row_stride=V - 1)
 
 
 def test_threads_and_batch_errors(rows):
-    with pytest.raises(PyspecError, match="n_threads must be >= 1"):
+    with pytest.raises(PyspecError, match=r"n_threads must be in \[1, "):
         pyspec.verify(rows, [1, 2], n_threads=0)
     other = np.zeros((1, V + 1), dtype=np.float32)
     with pytest.raises(PyspecError, match="must share requests\\[0\\]'s vocabulary"):
         pyspec.verify_batch([pyspec.VerifyRequest(rows, [1, 2]), pyspec.VerifyRequest(other, [])])
-    with pytest.raises(PyspecError, match=r"position must be an int in \[0, 2\*\*63\)"):
+    with pytest.raises(PyspecError, match=r"position must be in \[0, 2\*\*63 - 1 - n_draft\]"):
         pyspec.verify(rows, [1, 2], position=-1)
     with pytest.raises(PyspecError, match="params must be a pyspec.SamplingParams"):
         pyspec.verify(rows, [1, 2], params={"temperature": 1.0})

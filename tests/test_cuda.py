@@ -537,6 +537,7 @@ def test_python_device_path_equals_host_path(host_as_device, mode):
         if mode == "dense" and k:
             probs_h = rng.dirichlet(np.ones(V), size=k).astype(np.float32)
             probs_h[np.arange(k), draft] += 0.1
+            probs_h /= probs_h.sum(axis=1, keepdims=True)  # a draft row sums to 1 (checked)
             probs_d = HostAsDevice(probs_h)
         elif mode == "sparse" and k:
             toks = rng.integers(0, V, size=(k, 6)).astype(np.int32)

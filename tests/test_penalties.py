@@ -94,7 +94,7 @@ def test_rejection_sampling_with_penalties_keeps_the_distribution():
 
 def test_bad_penalty_input(rng):
     logits = peaked_logits(rng, 100)[0]
-    with pytest.raises(pyspec.PyspecError, match="repeat_penalty must be finite and > 0"):
+    with pytest.raises(pyspec.PyspecError, match=r"repeat_penalty must be in \[1e-6, 1e6\]"):
         pyspec.SamplingParams(repeat_penalty=0.0)
     with pytest.raises(pyspec.PyspecError, match="penalty_last_n must be an int"):
         pyspec.SamplingParams(penalty_last_n=10**6)

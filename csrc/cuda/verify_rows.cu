@@ -668,13 +668,19 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
 
     float logprob = 0.0f;
     if (s.out_logprobs) { /* log-softmax of the raw row at the token (expf: not bit-exact) */
+        /* Relative to the raw maximum: with penalties d.max_logit is the penalised one, and a
+         * raw logit far above it would overflow expf. */
+        float raw_max = -INFINITY;
+        for (int64_t t = threadIdx.x; t < V; t += blockDim.x)
+            raw_max = fmaxf(raw_max, load_logit(r.data, dtype, t));
+        raw_max = block_reduce(raw_max, MaxOp());
         double z = 0.0;
         for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
             float raw = load_logit(r.data, dtype, t);
-            if (raw > -INFINITY) z += (double)expf(raw - d.max_logit);
+            if (raw > -INFINITY) z += (double)expf(raw - raw_max);
         }
         z = block_reduce(z, SumOp());
-        logprob = (float)((double)load_logit(r.data, dtype, token) - (double)d.max_logit - log(z));
+        logprob = (float)((double)load_logit(r.data, dtype, token) - (double)raw_max - log(z));
     }
     if (threadIdx.x == 0) {
         s.out_tokens[i] = token;

@@ -2,12 +2,12 @@
 from .adaptive import DraftLengthController
 from .compat import VocabularyMismatchError, check_compatible
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
-from .speculative import (Speculation, SpeculativeLlama, enable_speculation,
+from .speculative import (ClosedError, Speculation, SpeculativeLlama, enable_speculation,
                           sampling_params_for, unsupported_reason)
 from .stats import SpeculationStats
 
 __all__ = [
-    "CallableDrafter", "Draft", "DraftLengthController", "DraftModel", "Drafter",
+    "CallableDrafter", "ClosedError", "Draft", "DraftLengthController", "DraftModel", "Drafter",
     "PromptLookup", "Speculation", "SpeculationStats", "SpeculativeLlama",
     "VocabularyMismatchError", "check_compatible", "enable_speculation",
     "sampling_params_for", "unsupported_reason",

@@ -7,11 +7,11 @@ cost of a target forward pass over n tokens. The controller picks the k in
 {0} u [draft_min, draft_max] that maximises E(k) / T(k); k = 0 is plain decoding, so
 speculation is never planned to be slower than not speculating.
 
-Everything is measured online: target(n) per batch size (exponential moving average; sizes
-not yet measured are interpolated piecewise-linearly between the measured ones, with a
-prior slope until two sizes are known), the drafter's cost per token, and the acceptance rate
-per kind of draft (censored-geometric estimate: accepted / (accepted + rejections), with
-counts that decay per round).
+Everything is measured online, from the rounds the loop runs anyway (no calibration
+batches): target(n) per batch size (``costs.BatchCosts``: medians over recent passes, a
+prior batch curve for sizes not yet measured, monotone in n), the drafter's cost per token,
+and the acceptance rate per kind of draft (censored-geometric estimate: accepted / (accepted
++ rejections), with counts that decay per round).
 
 While k = 0 wins, the acceptance estimate must still be able to recover when the text becomes
 predictable again. A free drafter (prompt lookup) drafts every round anyway, so a plain round
@@ -24,11 +24,14 @@ change the decision doubles that interval.
 """
 from __future__ import annotations
 
+import math
+from collections import deque
 from typing import Optional
 
 import numpy as np
 
-PRIOR_SLOPE = 0.6  # extra cost of each additional batch token, as a fraction of one token
+from .costs import BatchCosts
+
 MAX_EXPLORE_INTERVAL = 256
 WARMUP_PLAIN_ROUNDS = 3
 PROBE_LENGTH = 2
@@ -50,9 +53,8 @@ class DraftLengthController:
         self.fixed = fixed
         self.ema = ema
         self.explore_every = explore_every
-        self.target_cost: dict = {}  # n tokens -> seconds
-        self._calibrated_only: set = set()  # sizes known only from calibration
-        self._fit = None
+        self.costs = BatchCosts(max_n=draft_max + 1)
+        self.last_reason = "no round yet"  # why the last round drafted what it drafted
         # The first rounds decode plainly: they measure a real one-token pass and the plain
         # throughput that speculative rounds are then held against.
         self._warmup_plain = WARMUP_PLAIN_ROUNDS
@@ -73,7 +75,8 @@ class DraftLengthController:
         # round that passes in full. A copy the output has just left (sampled text wanders
         # off its source at random) is not trusted with 16 drafts at once again.
         self._limit: dict = {}       # bucket -> largest draft length for now
-        self._realised: dict = {}  # (bucket, speculative) -> (tokens/s EMA, rounds)
+        self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
+        self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter (a draft model) must catch up on every token of a plain stretch
         # before it can draft, so a probe costs more the longer it waited: once measured
         # slower than plain, such a drafter is not probed again.
@@ -87,26 +90,13 @@ class DraftLengthController:
         return new if old is None else old + self.ema * (new - old)
 
     def record_target(self, n_tokens: int, seconds: float) -> None:
-        if n_tokens in self._calibrated_only:
-            # The first real measurement replaces the calibration. Calibration runs in a
-            # moment of its own (seen 1.6x slower than steady decoding), so the first real
-            # one-token pass also rescales the other sizes not yet measured for real.
-            self._calibrated_only.discard(n_tokens)
-            if n_tokens == 1 and self.target_cost.get(1):
-                scale = seconds / self.target_cost[1]
-                for n in self._calibrated_only:
-                    self.target_cost[n] *= scale
-            self.target_cost[n_tokens] = seconds
-        else:
-            self.target_cost[n_tokens] = self._avg(self.target_cost.get(n_tokens), seconds)
-        self._fit = None
+        """A timed forward pass of the target over n_tokens (every round has one)."""
+        self.costs.observe(n_tokens, seconds)
 
-    def calibrate(self, costs: dict) -> None:
-        """Seeds target(n) with measured costs (n tokens -> seconds)."""
-        for n, seconds in costs.items():
-            self.target_cost[n] = seconds
-            self._calibrated_only.add(n)
-        self._fit = None
+    def use_cost_prior(self, ratios: dict, source: str = "cache") -> None:
+        """Starts the batch curve from a known shape (n -> cost(n) / cost(1)); validate it
+        with ``costs.validate_ratios`` first. Live passes override it."""
+        self.costs.use_prior(ratios, source)
 
     def record_draft(self, n_drafted: int, seconds: float) -> None:
         if n_drafted:
@@ -122,18 +112,32 @@ class DraftLengthController:
         """Realised throughput of a whole round (drafting, forward pass, verify, bookkeeping),
         kept apart for plain rounds and for speculative rounds of each bucket."""
         key = (bucket, True) if speculative else (None, False)
-        old = self._realised.get(key)
-        rate = n_tokens / max(seconds, 1e-9)
-        self._realised[key] = (rate, 1) if old is None else (old[0] + self.ema * (rate - old[0]), old[1] + 1)
+        window = self._realised.get(key)
+        if window is None:
+            window = self._realised[key] = deque(maxlen=9)
+        window.append(n_tokens / max(seconds, 1e-9))
 
     def _realised_says_plain(self, bucket) -> bool:
         """True once enough speculative rounds of this bucket ran measurably slower than
         plain rounds: the model's prediction is overruled by what actually happened (costs
-        it does not see, such as a draft model catching up after plain rounds)."""
+        it does not see, such as a draft model catching up after plain rounds). Medians of
+        recent rounds, so one descheduled round cannot cast the veto; and a veto is lifted
+        when the one-token cost moves by more than 1.5x (the machine's load changed, and
+        with it what pays)."""
         spec = self._realised.get((bucket, True))
         plain = self._realised.get((None, False))
-        return (spec is not None and plain is not None and spec[1] >= 3 and plain[1] >= 3
-                and spec[0] < plain[0])
+        vetoed = (spec is not None and plain is not None and len(spec) >= 3 and len(plain) >= 3
+                  and float(np.median(spec)) < float(np.median(plain)))
+        c1 = self.costs.per_token()
+        if not vetoed:
+            self._veto_cost = None
+        elif self._veto_cost is None:
+            self._veto_cost = c1
+        elif c1 and self._veto_cost and abs(math.log(c1 / self._veto_cost)) > math.log(1.5):
+            self._realised.pop((bucket, True), None)  # try the drafter again
+            self._veto_cost = None
+            return False
+        return vetoed
 
     def _bucket(self, bucket):
         if bucket not in self._counts:
@@ -181,42 +185,9 @@ class DraftLengthController:
         s, f = self._bucket(bucket)
         return s / (s + f + PESSIMISM)
 
-    def _line(self):
-        """(intercept, slope) of target(n) before two sizes are measured: a prior slope."""
-        known = sorted(self.target_cost.items())
-        if not known:
-            return (1.0 - PRIOR_SLOPE, PRIOR_SLOPE)  # unit-free until measured
-        n0, t0 = known[0]
-        per = t0 / (1 + PRIOR_SLOPE * (n0 - 1))
-        return (per * (1 - PRIOR_SLOPE), per * PRIOR_SLOPE)
-
-    def _curve(self):
-        """(sizes, costs) of target(n) as a non-decreasing piecewise-linear curve through the
-        measured sizes, rebuilt only after a new measurement (choose() asks for it
-        draft_max times per round). Piecewise, not one fitted line: batching gets cheaper
-        per token as batches grow (Gemma 270M here: 2.0x one token for 2 tokens, 6.2x for
-        17), so a line through all sizes would overprice long drafts and underprice short
-        ones."""
-        if self._fit is None:
-            known = sorted(self.target_cost.items())
-            xs = np.array([n for n, _ in known], dtype=float)
-            ys = np.maximum.accumulate(np.array([t for _, t in known], dtype=float))
-            self._fit = (xs, ys)
-        return self._fit
-
     def predicted_target(self, n: int) -> float:
-        # One-token passes (plain rounds) are measured all the time: use them as they are.
-        measured = self.target_cost.get(n)
-        if measured is not None and n == 1:
-            return measured
-        xs, ys = self._curve()
-        if len(xs) < 2:
-            intercept, slope = self._line()
-            return intercept + slope * n
-        if n <= xs[-1]:
-            return float(np.interp(n, xs, ys))
-        slope = max((ys[-1] - ys[-2]) / (xs[-1] - xs[-2]), 0.0)  # beyond the largest size
-        return float(ys[-1] + slope * (n - xs[-1]))
+        """Seconds the target's forward pass over n tokens is believed to cost now."""
+        return self.costs.predict(n)
 
     def expected_tokens(self, k: int, bucket=None) -> float:
         a = min(self.acceptance(bucket), 0.999)
@@ -231,33 +202,43 @@ class DraftLengthController:
 
     def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
-        drafts already proposed)."""
+        drafts already proposed). ``last_reason`` says why."""
+        k, self.last_reason = self._choose(limit, bucket, draft_cost)
+        return k
+
+    def _choose(self, limit: int, bucket, draft_cost):
         hi = min(self.draft_max, limit)
         if hi < self.draft_min:
-            return 0
+            return 0, f"room for {limit} drafts, below draft_min {self.draft_min}"
         if self.fixed:
-            return hi
+            return hi, "fixed draft length"
         hi = max(min(hi, self._limit.get(bucket, hi)), self.draft_min)
         if self._warmup_plain > 0:
             self._warmup_plain -= 1
-            return 0
+            return 0, "warm-up: measuring a one-token pass"
         rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
+        why = (f"{bucket or 'draft'}: acceptance {self.acceptance(bucket):.2f}, best k={best} "
+               f"predicts {rate(best) / rate(0):.2f}x plain")
         if self.shadowed and draft_cost == 0.0:
-            return 0 if self.allow_zero and rate(0) >= rate(best) else best
+            if self.allow_zero and rate(0) >= rate(best):
+                return 0, f"plain ({why})"
+            return best, why
         vetoed = self._realised_says_plain(bucket)
+        if vetoed:
+            why += "; but speculative rounds ran slower than plain ones (realised rates)"
         if self.allow_zero and (rate(0) >= rate(best) or vetoed):
             if vetoed and not self.probe_after_veto:
-                return 0
+                return 0, f"plain ({why})"
             follow_up = self._probe_next.pop(bucket, None)
             if follow_up is not None:  # the last probe passed in full: probe again, longer
                 self._probing[bucket] = min(hi, follow_up)
-                return self._probing[bucket]
+                return self._probing[bucket], f"probe, after a probe that passed ({why})"
             streak = self._plain_streak.get(bucket, 0) + 1
             self._plain_streak[bucket] = streak
             interval = self._explore_interval.get(bucket, self.explore_every)
             if streak < interval:
-                return 0
+                return 0, f"plain ({why}); next probe in {interval - streak} rounds"
             # A cheap probe so the estimates can recover; probes that keep failing to change
             # the decision come ever more rarely, so they cannot make decoding slower.
             self._explore_interval[bucket] = min(2 * interval, MAX_EXPLORE_INTERVAL)
@@ -267,8 +248,21 @@ class DraftLengthController:
             # (record_acceptance), so a real run is confirmed within a few rounds.
             length = min(hi, PROBE_LENGTH) if draft_cost == 0.0 else self.draft_min
             self._probing[bucket] = length
-            return length
+            return length, f"probe ({why})"
         self._plain_streak[bucket] = 0
         self._explore_interval.pop(bucket, None)
         self._probe_next.pop(bucket, None)
-        return best
+        return best, why
+
+    def describe(self) -> str:
+        """What the cost model believes now, in one line a user can read."""
+        parts = [f"target cost: {self.costs.describe()}"]
+        if self.draft_cost:
+            parts.append(f"draft {1000 * self.draft_cost:.1f} ms/token")
+        if self.overhead:
+            parts.append(f"speculative round overhead {1000 * self.overhead:.2f} ms")
+        accept = ", ".join(f"{b or 'draft'} {self.acceptance(b):.2f}" for b in sorted(
+            self._counts, key=str))
+        parts.append(f"acceptance: {accept or 'prior ' + format(self.prior, '.2f')}")
+        parts.append(f"last decision: {self.last_reason}")
+        return "; ".join(parts)

@@ -16,11 +16,11 @@ the recorded draw.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 
 from .adaptive import DraftLengthController
-from .calibration import calibration_sizes
 from .drafters import PromptLookup
 
 
@@ -46,28 +46,34 @@ def batch_cost(costs: dict, n: int) -> float:
 
 
 def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 16,
-                  calibration_error: float = 1.2, shadowed: bool = True,
-                  controller: DraftLengthController = None) -> ReplayResult:
+                  shadowed: bool = True, controller: DraftLengthController = None,
+                  timing: Optional[Callable[[int, int], float]] = None,
+                  cost_prior: Optional[dict] = None) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
     ``costs`` maps batch sizes to forward-pass costs relative to one token (at least sizes 1
-    and draft_max + 1 should be there). ``calibration_error`` scales the one-time calibration
-    the loop starts from (it was seen 1.2x slower than steady decoding); real rounds then
-    replace it, as in the loop. ``shadowed``: plain rounds check the draft they did not
-    verify against the token they emit, as the loop does for free drafters. ``controller``:
-    one that a replay of an earlier request returned (``ReplayResult.controller``), to replay
-    requests in a row as one ``Llama`` serves them: what was learned on one is the starting
-    point of the next; it brings its own draft_max, calibration and shadowing."""
+    and draft_max + 1 should be there). The controller starts from nothing, as the loop
+    does, and learns the costs from the rounds' timings. ``timing(round, n)``, when given,
+    is the factor by which round ``round``'s pass over n tokens is *observed* slower than it
+    costs (noise, a busy machine, a load that comes and goes): the controller sees the
+    observed time, the speedup counts the true cost, so it measures how good the decisions
+    stay under such timings. ``shadowed``: plain rounds check the draft they did not verify
+    against the token they emit, as the loop does for free drafters. ``controller``: one that
+    a replay of an earlier request returned (``ReplayResult.controller``), to replay requests
+    in a row as one ``Llama`` serves them: what was learned on one is the starting point of
+    the next; it brings its own draft_max and shadowing. ``cost_prior``: a batch-cost shape
+    (n -> cost(n) / cost(1)) to start from, as the loop does from its cost cache."""
     if not output:
         raise ValueError("replay needs at least one output token")
     drafter = PromptLookup()
     if controller is None:
         controller = DraftLengthController(0, draft_max, shadowed=shadowed)
-        controller.calibrate({n: batch_cost(costs, n) * calibration_error
-                              for n in calibration_sizes(draft_max)})
+        if cost_prior:
+            controller.use_cost_prior(cost_prior)
     else:
         controller.new_request()
         draft_max, shadowed = controller.draft_max, controller.shadowed
+    round_index = 0
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
     result = ReplayResult(0.0, 0, 0, 0, 0, controller)
     while i < len(output):
@@ -80,10 +86,12 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
             accepted += 1
         cost = batch_cost(costs, k + 1)
         spent += cost
-        controller.record_target(k + 1, cost)
+        observed = cost * (timing(round_index, k + 1) if timing else 1.0)
+        round_index += 1
+        controller.record_target(k + 1, observed)
         controller.record_acceptance(k, accepted, draft.bucket)
         emitted = min(accepted + 1, len(output) - i)
-        controller.record_round(draft.bucket, bool(k), emitted, cost)
+        controller.record_round(draft.bucket, bool(k), emitted, observed)
         if not k and draft.tokens and shadowed:
             controller.record_shadow(draft.tokens[0] == output[i], draft.bucket)
         if k:

@@ -11,7 +11,9 @@ changed.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
+import os
 import secrets
 import time
 import types
@@ -21,11 +23,12 @@ import numpy as np
 
 import llama_cpp
 
+from ..llama_guard import check_llama_build
 from ..params import SamplingParams
 from ..verifier import verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
-from .calibration import calibration_sizes, cost_cache_file, load_costs, save_costs
+from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .stats import SpeculationStats
 
@@ -115,13 +118,12 @@ class Speculation:
         self.total = SpeculationStats()
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
-        self._calibrated = not adaptive  # a fixed draft length needs no cost model
-        self._cost_file = (cost_cache_file(llama, calibration_sizes(draft_max)) if adaptive
-                           else None)
-        cached = load_costs(self._cost_file)
-        if cached is not None:  # measured by an earlier process with this model and setup
-            self.controller.calibrate(cached)
-            self._calibrated = True
+        # The batch-cost shape an earlier process learned with this model and setup: a prior
+        # (validated on load) that this process's own passes override; no calibration.
+        self._cost_file = cost_cache_file(llama) if adaptive else None
+        cached = load_ratios(self._cost_file)
+        if cached is not None:
+            self.controller.use_cost_prior(cached, source=f"cache {self._cost_file.name}")
 
     def close(self):
         self.drafter.close()
@@ -170,30 +172,6 @@ class Speculation:
         llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
         return addr
 
-    def _calibrate(self, token: int) -> None:
-        """Measures the target's forward cost for the batch sizes verify uses (once per
-        model and setup, then cached on disk: calibration.py): decodes throw-away batches
-        after the current context and removes them.
-        Without it the cost model would have to guess how batching scales on this machine,
-        which differs by model (Qwen 1.5B: 2.5x for 4 tokens; Gemma 270M: 1.4x)."""
-        llama = self.llama
-        n_past = llama.n_tokens
-        costs, sizes = {}, calibration_sizes(self.controller.draft_max)
-        for n in sizes:
-            if n_past + n > self.n_ctx:
-                break
-            best = float("inf")
-            for _ in range(3):
-                t0 = time.perf_counter()
-                self.decoder.decode([token] * n, n_past, n)
-                best = min(best, time.perf_counter() - t0)
-                self.decoder.remove_from(n_past)
-            costs[n] = best
-        self.controller.calibrate(costs)
-        self._calibrated = True
-        if len(costs) == len(sizes):  # not cut short by a full context
-            save_costs(self._cost_file, costs)
-
     def _draft(self, context: list, room: int, params: SamplingParams, stats):
         """Drafts for the next round and how many of them to verify."""
         controller, drafter = self.controller, self.drafter
@@ -241,10 +219,6 @@ class Speculation:
                     context.append(tok)
                     yield tok
                 last = context[-1]
-                if not self._calibrated:  # once, after the first token is out (not in TTFT)
-                    t_cal = time.perf_counter()
-                    self._calibrate(last)
-                    stats.calibration_seconds += time.perf_counter() - t_cal
                 room = self.n_ctx - llama.n_tokens - 1  # KV cells left after `last`
                 if room < 0:
                     raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
@@ -288,7 +262,9 @@ class Speculation:
                     self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
         finally:
+            stats.cost_model = self.controller.describe()
             self.total.add(stats)
+            save_ratios(self._cost_file, self.controller.costs.shape_to_save())
 
 
 _GENERATE_DEFAULTS = dict(top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.80,
@@ -337,6 +313,7 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
     if getattr(llama, "draft_model", None) is not None:
         raise ValueError("this Llama already has llama-cpp-python's draft_model; create it "
                          "without one and pass the drafter to enable_speculation")
+    check_llama_build()  # the model is loaded, but its first call would crash
     spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
                        draft_p_min=draft_p_min, adaptive=adaptive)
     llama._pyspec = spec
@@ -361,6 +338,9 @@ class SpeculativeLlama(llama_cpp.Llama):
 
     def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
                  draft_p_min: float = 0.0, adaptive: bool = True, **llama_kwargs):
+        self._pyspec_closed = False
+        check_llama_build()  # before the model loads: an AMX build would crash on this CPU
+        check_llama_threads(llama_kwargs)
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:
                 raise ValueError("pass either draft= or draft_model=, not both")
@@ -374,8 +354,53 @@ class SpeculativeLlama(llama_cpp.Llama):
     def generate(self, tokens, **kwargs):  # the instance attribute set above takes over
         return _speculative_generate(self, tokens, **kwargs)
 
+    def __call__(self, *args, **kwargs):
+        if getattr(self, "_pyspec_closed", False):
+            _raise_closed("__call__")
+        return super().__call__(*args, **kwargs)
+
     def close(self):
+        """Frees the model, context and drafter. Any later use of this object raises
+        ``ClosedError`` (llama-cpp-python itself would read freed memory and crash)."""
+        if getattr(self, "_pyspec_closed", False):
+            return
+        if not hasattr(self, "_stack"):  # __init__ failed before llama-cpp-python's part
+            self._pyspec_closed = True
+            return
         spec = getattr(self, "_pyspec", None)
         if spec is not None:
             spec.close()
         super().close()
+        self._pyspec_closed = True
+        # Every public method of Llama that reaches the freed model or context now raises.
+        for name in _MODEL_METHODS:
+            setattr(self, name, functools.partial(_raise_closed, name))
+
+
+class ClosedError(RuntimeError):
+    """A SpeculativeLlama was used after ``close()``."""
+
+
+def _raise_closed(name: str, *args, **kwargs):
+    raise ClosedError(f"SpeculativeLlama.{name}: this model was closed (close() frees the model "
+                      f"and its context); create a new SpeculativeLlama to generate again")
+
+
+_MODEL_METHODS = tuple(
+    name for name, member in vars(llama_cpp.Llama).items()
+    if not name.startswith("_") and name != "close" and callable(member)
+    and not isinstance(member, (staticmethod, classmethod))
+)
+
+
+def check_llama_threads(llama_kwargs: dict) -> None:
+    """llama.cpp starts as many threads as asked, whatever the machine: n_threads=1024 leaves
+    1024 OS threads alive (and +300 MiB). Refuse counts above the machine's cores."""
+    cores = os.cpu_count() or 1
+    for name in ("n_threads", "n_threads_batch"):
+        value = llama_kwargs.get(name)
+        if value is None or value == -1:  # llama-cpp-python's "choose for me"
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cores:
+            raise ValueError(f"{name} must be an int in [1, {cores}] (this machine has {cores} "
+                             f"cores; more threads only wait for a core), got {value!r}")

@@ -21,8 +21,10 @@ class SpeculationStats:
     # so there is no separate sampling time to report.
     verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
-    calibration_seconds: float = 0.0  # measuring the target's batch costs (first use only)
     fallback_reason: str = ""   # why a request ran without speculation, if it did
+    # What the cost model believed at the end of the request (per-token cost, batch curve,
+    # acceptance by draft kind) and why its last round drafted what it drafted.
+    cost_model: str = ""
     draft_lengths: dict = field(default_factory=dict)  # k -> verify steps that drafted k
 
     @property
@@ -52,7 +54,10 @@ class SpeculationStats:
             if f.name == "draft_lengths":
                 for k, n in other.draft_lengths.items():
                     self.draft_lengths[k] = self.draft_lengths.get(k, 0) + n
-            elif f.name != "fallback_reason":
+            elif f.name in ("fallback_reason", "cost_model"):
+                if getattr(other, f.name):
+                    setattr(self, f.name, getattr(other, f.name))
+            else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict:
@@ -70,6 +75,4 @@ class SpeculationStats:
                 f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
                 f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
                 f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
-                f"prompt {self.prompt_seconds:.3f}s"
-                + (f", calibration {self.calibration_seconds:.3f}s (once per model and "
-                   f"setup, then cached)" if self.calibration_seconds else ""))
+                f"prompt {self.prompt_seconds:.3f}s")

@@ -686,7 +686,7 @@ static void error_batch_init(error_batch *b) {
         for (int t = 0; t < EB_V; ++t) b->dense_q[i * EB_V + t] = 1.0f / EB_V;
         for (int j = 0; j < EB_SPARSE_STRIDE; ++j) {
             b->sparse_tok[i * EB_SPARSE_STRIDE + j] = b->drafts[i] + j;
-            b->sparse_q[i * EB_SPARSE_STRIDE + j] = 0.25f;
+            b->sparse_q[i * EB_SPARSE_STRIDE + j] = 1.0f / EB_SPARSE_STRIDE;
         }
     }
     b->dense = (pyspec_draft_probs){ b->dense_q, NULL, EB_V, 0 };
@@ -1422,9 +1422,9 @@ static void test_draft_probs_errors(void) {
         c.drafts[1] = c.best[1];
         for (int r = 0; r < 2; ++r) {
             tok[2 * r] = c.drafts[r];
-            q[2 * r] = 0.5f;
+            q[2 * r] = 0.75f;
             tok[2 * r + 1] = 0;
-            q[2 * r + 1] = 0.25f;
+            q[2 * r + 1] = 0.25f; /* a sparse row must sum to 1 */
         }
         snprintf(what, sizeof what, "sparse, valid rows");
         expect_draft_case(&c, v, &sparse, greedy, PYSPEC_OK, what);
@@ -1569,6 +1569,7 @@ static int32_t make_sparse_row(const float *p, int64_t V, int64_t n_per_row, int
         q_row[j] = (float)share;
         remaining -= share;
     }
+    q_row[slot_x] = (float)(q_row[slot_x] + remaining); /* a sparse row sums to 1 (checked) */
     for (int64_t j = n_per_row; j < stride; ++j) {
         tok_row[j] = -7;
         q_row[j] = NAN;

@@ -1,0 +1,158 @@
+"""``pyspec doctor``: checks the installation and says what is wrong and how to fix it.
+
+Exit status 0 when everything pyspec needs works; 1 with the reasons otherwise. Warnings
+(no GPU, models not fetched yet) are printed but do not fail.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+
+
+class Report:
+    def __init__(self):
+        self.lines = []
+
+    def add(self, level: str, what: str, detail: str) -> None:
+        self.lines.append((level, what, detail))
+        print(f"[{level:>4}] {what}: {detail}", flush=True)
+
+    @property
+    def failures(self) -> list:
+        return [line for line in self.lines if line[0] == FAIL]
+
+
+def check_pyspec(report: Report) -> None:
+    import numpy as np
+
+    import pyspec
+    from pyspec._ffi import library_path
+
+    report.add(OK, "pyspec", f"{pyspec.__version__}, library {library_path}, SIMD path "
+                             f"{pyspec.SIMD}, {pyspec.default_threads()} threads per call")
+    # A tiny end-to-end call: the library loads, verifies and draws.
+    logits = np.array([[0.0, 5.0, 1.0], [4.0, 0.0, 0.0]], dtype=np.float32)
+    result = pyspec.verify(logits, [1], params=pyspec.SamplingParams.greedy_params())
+    if result.n_accepted != 1 or list(result.tokens) != [1, 0]:
+        report.add(FAIL, "pyspec self-test", f"greedy verify returned {result}, expected "
+                                             f"n_accepted 1 and tokens [1, 0]")
+    else:
+        report.add(OK, "pyspec self-test", "greedy verify of a 2-row draft is correct")
+
+
+def check_llama(report: Report) -> None:
+    from .llama_build import LLAMA_CPP_PYTHON_VERSION, cpu_flags, installed_build
+    from .llama_guard import amx_crash_reason, build_features
+
+    # In a child process: a broken llama-cpp-python must not take the doctor down with it.
+    code = ("import llama_cpp; print(llama_cpp.__version__); "
+            "print(llama_cpp.llama_print_system_info().decode())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        report.add(FAIL, "llama-cpp-python", f"does not import ({last}); install it with "
+                                             f"`python3 -m pyspec install-llama`")
+        return
+    version, _, info = out.stdout.partition("\n")
+    version, info = version.strip(), info.strip()
+    if version != LLAMA_CPP_PYTHON_VERSION:
+        report.add(FAIL, "llama-cpp-python", f"version {version}; pyspec is built and tested "
+                                             f"against {LLAMA_CPP_PYTHON_VERSION} "
+                                             f"(`python3 -m pyspec install-llama`)")
+    else:
+        report.add(OK, "llama-cpp-python", f"{version}")
+    features = build_features(info)
+    on = sorted(name for name, value in features.items() if value == "1")
+    report.add(OK, "llama.cpp CPU features", " ".join(on) or info)
+    reason = amx_crash_reason(info, cpu_flags())
+    if reason:
+        report.add(FAIL, "llama.cpp AMX path", reason)
+    build = installed_build()
+    if build is not None:
+        report.add(OK, "llama-cpp-python build", f"by `pyspec install-llama`: "
+                                                 f"{' '.join(build.get('cmake_args', []))}")
+    else:
+        report.add(WARN, "llama-cpp-python build",
+                   "not built by `pyspec install-llama` (flags unknown; fine unless it is a "
+                   "-march=native build used on another CPU, or an AMX build on an AMX CPU)")
+
+
+def check_cuda(report: Report) -> None:
+    import pyspec
+
+    if not pyspec.HAS_CUDA:
+        report.add(WARN, "CUDA back end", "not built in (no CUDA compiler at install time); "
+                                          "the CPU verifier is used")
+        return
+    if pyspec.cuda_available():
+        report.add(OK, "CUDA back end", "built in, and a CUDA device is usable")
+    else:
+        report.add(WARN, "CUDA back end", "built in, but no usable CUDA device on this machine")
+
+
+def check_models(report: Report) -> None:
+    from .models import MODELS, cache_dir
+
+    for spec in MODELS.values():
+        path = cache_dir() / "models" / spec.filename
+        if not path.is_file():
+            report.add(WARN, f"model {spec.name}", f"not fetched yet ({path}); fetched on first "
+                                                   f"use or by `python3 -m pyspec.models`")
+        elif path.stat().st_size != spec.size:
+            report.add(FAIL, f"model {spec.name}", f"{path} has {path.stat().st_size} bytes, "
+                                                   f"expected {spec.size}: delete it to refetch")
+        else:
+            report.add(OK, f"model {spec.name}", str(path))
+
+
+def _cost_file_problem(path: Path) -> str:
+    try:
+        costs = {int(n): float(s) for n, s in json.loads(path.read_text())["costs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"unreadable ({type(exc).__name__})"
+    if not costs:
+        return "empty"
+    if any(n < 1 or n > 4096 for n in costs):
+        return f"implausible batch sizes {sorted(costs)}"
+    if any(not math.isfinite(s) or s <= 0 for s in costs.values()):
+        return "non-finite or non-positive costs"
+    ordered = [costs[n] for n in sorted(costs)]
+    if any(b < a for a, b in zip(ordered, ordered[1:])):
+        return "costs decrease with batch size"
+    return ""
+
+
+def check_cost_cache(report: Report) -> None:
+    from .models import cache_dir
+
+    if os.environ.get("PYSPEC_COST_CACHE", "").lower() in ("0", "off", "no", "false"):
+        report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")
+        return
+    files = sorted((cache_dir() / "costs").glob("*.json"))
+    bad = [(f, why) for f in files for why in [_cost_file_problem(f)] if why]
+    for f, why in bad:
+        report.add(WARN, "cost cache", f"{f.name}: {why}; it is ignored (delete it to tidy up)")
+    report.add(OK, "cost cache", f"{len(files)} file(s) in {cache_dir() / 'costs'}, "
+                                 f"{len(files) - len(bad)} valid")
+
+
+def main(argv=None) -> int:
+    report = Report()
+    for check in (check_pyspec, check_llama, check_cuda, check_models, check_cost_cache):
+        try:
+            check(report)
+        except Exception as exc:  # noqa: BLE001 - a failing check is a finding, not a crash
+            report.add(FAIL, check.__name__.replace("check_", ""), f"{type(exc).__name__}: {exc}")
+    if report.failures:
+        print(f"pyspec doctor: {len(report.failures)} problem(s):", file=sys.stderr)
+        for _, what, detail in report.failures:
+            print(f"  - {what}: {detail}", file=sys.stderr)
+        return 1
+    print("pyspec doctor: all checks passed", file=sys.stderr)
+    return 0

@@ -1,0 +1,103 @@
+"""The shape of the target's batch-cost curve, kept on disk per model and setup.
+
+Costs are learned online (``costs.BatchCosts``); what an earlier process learned about how
+batching scales on this machine (cost(n) / cost(1), which does not change with the load of
+the moment) is a better prior than the default curve, so it is kept in
+``~/.cache/pyspec/costs/`` (``PYSPEC_CACHE`` moves the root; ``PYSPEC_COST_CACHE=off`` turns
+the cache off), one small JSON file per model file (path, size, modification time),
+llama.cpp threads and batch size, CPU and llama-cpp-python version.
+
+A cache cannot poison later runs: a file is validated on load (``costs.validate_ratios``:
+finite, plausible, monotone; a corrupt or implausible file is ignored with one warning), it
+is only a prior that live passes override, and it is dropped when the first live passes of a
+size disagree with it by more than 2x. Only sizes with several live passes are written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+from ..models import cache_dir
+from .costs import validate_ratios
+
+log = logging.getLogger("pyspec")
+FORMAT = 2  # 1: absolute seconds per size (sessions before the online cost model)
+
+
+def cache_enabled() -> bool:
+    return os.environ.get("PYSPEC_COST_CACHE", "").lower() not in ("0", "off", "no", "false")
+
+
+def cost_cache_file(llama) -> Optional[Path]:
+    """Where the batch-cost shape of this model and setup lives (None when the cache is off
+    or the model file is unknown)."""
+    if not cache_enabled():
+        return None
+    model = getattr(llama, "model_path", None)
+    try:
+        st = os.stat(model)
+    except (TypeError, OSError):
+        return None
+    import llama_cpp
+
+    params = llama.context_params
+    key = dict(model=os.path.realpath(model), size=st.st_size, mtime_ns=st.st_mtime_ns,
+               n_threads=params.n_threads, n_threads_batch=params.n_threads_batch,
+               n_batch=llama.n_batch, n_ubatch=params.n_ubatch,
+               cpu=platform.processor() or platform.machine(), cpus=os.cpu_count(),
+               llama_cpp=llama_cpp.__version__, format=FORMAT)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    return cache_dir() / "costs" / f"{Path(model).stem}-{digest}.json"
+
+
+def parse_ratios(text: str) -> dict:
+    """n -> cost(n) / cost(1) from a cache file's text (raises ValueError when unreadable)."""
+    try:
+        data = json.loads(text)
+        raw = data["ratios"] if "ratios" in data else data["costs"]
+        values = {int(n): float(v) for n, v in raw.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"unexpected layout ({type(exc).__name__}: {exc})") from None
+    if "ratios" not in data:  # format 1: absolute seconds, size 1 included
+        one = values.pop(1, None)
+        if not one or not math.isfinite(one) or one <= 0:
+            raise ValueError("format-1 file without a valid one-token cost")
+        values = {n: v / one for n, v in values.items()}
+    return values
+
+
+def load_ratios(path: Optional[Path]) -> Optional[dict]:
+    """The cached shape, or None (no file, or a file that is ignored with one warning)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        ratios = parse_ratios(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("pyspec: ignoring the cost cache %s: unreadable (%s)", path, exc)
+        return None
+    problem = validate_ratios(ratios)
+    if problem:
+        log.warning("pyspec: ignoring the cost cache %s: %s", path, problem)
+        return None
+    return ratios
+
+
+def save_ratios(path: Optional[Path], ratios: dict) -> None:
+    """Writes the shape atomically if it is plausible; a cache that cannot be written is only
+    a lost shortcut."""
+    if path is None or not ratios or validate_ratios(ratios):
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"format": FORMAT,
+                                   "ratios": {str(n): r for n, r in sorted(ratios.items())}}))
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("pyspec: cannot write the cost cache %s: %s", path, exc)

@@ -1,0 +1,194 @@
+"""The target's forward cost per batch size, learned online from the rounds the loop runs.
+
+No throw-away calibration batches: every round's decode is timed anyway, and that is all the
+model learns from. What it believes about a batch of n tokens:
+
+    target(n) = c1 * prior(n) * correction(n)
+
+- ``c1``, the cost of one token: the median of the last ``WINDOW_ONE`` one-token passes
+  (plain rounds). A median, because a busy machine gives outliers (a descheduled pass can
+  take 50x the others); a window, so a change of load is followed within tens of rounds.
+- ``prior(n)``, the shape of the batch curve relative to one token: from the cost cache of an
+  earlier process (validated; see ``validate_ratios``), else ``default_prior``: a monotone,
+  concave curve, shrunk toward "a batch of n costs n tokens" (what batching cannot beat) so
+  that it errs on the pessimistic side, yet optimistic enough that a drafter whose drafts
+  pass is tried, which measures the real curve. It was fitted on Qwen2.5-Coder 1.5B and
+  Gemma 3 270M on 2 cores (2 tokens: 1.7-2.0x one token, 9: 4.8-4.9x, 17: 6.0-6.4x); the
+  prior says 2.0x, 4.7x and 6.8x (the constants were chosen by replaying the recorded
+  generations of tests/data, ``pyspec.llama.replay``).
+- ``correction(n)``: at each measured size, median(measured) / (c1 * prior(n)) over its last
+  ``WINDOW`` passes, shrunk toward 1 in log space by a weight that grows with the number of
+  passes and fades with their age (``STALE_ROUNDS``), so an old measurement taken under a load
+  that has passed is not trusted for good: the size drifts back to the prior and is tried
+  again. Between measured sizes the log-correction is interpolated; beyond them it is held.
+
+The resulting curve is made non-decreasing in n (a batch never costs less than a smaller
+one). Nothing here reads a clock: tests inject timings (noisy, shifting) deterministically.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Optional
+
+import numpy as np
+
+WINDOW = 9           # passes kept per batch size n >= 2
+WINDOW_ONE = 15      # one-token passes kept (plain rounds are frequent)
+STALE_ROUNDS = 300   # a size's weight halves every this many rounds without a pass of it
+MAX_SIZE = 4096
+
+
+def default_prior(n: int) -> float:
+    """Cost of a batch of n relative to one token, before anything about this model and
+    machine is known: the concave curve 1 + (n - 1)^0.6, shrunk by 5% toward n."""
+    if n <= 1:
+        return 1.0
+    return 0.95 * (1.0 + (n - 1) ** 0.6) + 0.05 * n
+
+
+def validate_ratios(ratios: dict) -> str:
+    """Why a batch-cost shape (n -> cost(n) / cost(1)) is implausible ('' when it is fine):
+    sizes in [2, MAX_SIZE], finite, at least about one token and at most about n tokens
+    (a batch of n that costs 50x one token was measured under load, not by batching), and
+    non-decreasing in n within 10%."""
+    if not ratios:
+        return "no batch sizes"
+    for n, r in ratios.items():
+        if not isinstance(n, int) or not 2 <= n <= MAX_SIZE:
+            return f"batch size {n!r} outside [2, {MAX_SIZE}]"
+        if not isinstance(r, (int, float)) or not math.isfinite(r):
+            return f"batch size {n}: cost {r!r} is not a finite number"
+        if not 0.8 <= r <= 1.5 * n + 1:
+            return (f"batch size {n} costs {r:.3g}x one token, outside [0.8, {1.5 * n + 1:g}] "
+                    f"(measured under load?)")
+    ordered = [ratios[n] for n in sorted(ratios)]
+    for (a, b), n in zip(zip(ordered, ordered[1:]), sorted(ratios)[1:]):
+        if b < a / 1.1:
+            return f"batch size {n} costs less than a smaller batch ({b:.3g}x < {a:.3g}x)"
+    return ""
+
+
+class BatchCosts:
+    """What the target's forward pass costs per batch size (seconds), learned online."""
+
+    def __init__(self, max_n: int = 65):
+        self.max_n = max_n
+        self._passes: dict = {}       # n -> deque of seconds
+        self._last_seen: dict = {}    # n -> round index of its last pass
+        self._round = 0
+        self._prior_ratios: Optional[dict] = None  # from the cost cache (validated)
+        self.prior_source = "default"
+        self._curve: Optional[np.ndarray] = None   # seconds for n = 0..max_n, rebuilt lazily
+
+    # ---- inputs -------------------------------------------------------------------------
+    def observe(self, n: int, seconds: float) -> None:
+        """One timed forward pass over n tokens. Non-finite or non-positive times are dropped."""
+        if n < 1 or not (seconds > 0 and math.isfinite(seconds)):
+            return
+        self._round += 1
+        window = self._passes.get(n)
+        if window is None:
+            window = self._passes[n] = deque(maxlen=WINDOW_ONE if n == 1 else WINDOW)
+        window.append(float(seconds))
+        self._last_seen[n] = self._round
+        self._curve = None
+        if n > 1 and self._prior_ratios is not None and n in self._prior_ratios:
+            self._check_prior_against(n)
+
+    def use_prior(self, ratios: dict, source: str = "cache") -> None:
+        """A batch-cost shape (n -> cost(n) / cost(1)) to start from instead of the default;
+        call ``validate_ratios`` first. Live measurements override it."""
+        self._prior_ratios = {int(n): float(r) for n, r in ratios.items() if int(n) >= 2}
+        self.prior_source = source
+        self._curve = None
+
+    def _check_prior_against(self, n: int) -> None:
+        """The cached shape must agree with the first real passes of a size within 2x, or it
+        is dropped (a cache written on another machine, or under a load since gone)."""
+        c1 = self.per_token()
+        window = self._passes[n]
+        if c1 is None or len(window) < 3:
+            return
+        measured = float(np.median(window)) / c1
+        cached = self._prior_ratios[n]
+        if not 0.5 <= measured / cached <= 2.0:
+            self.prior_source = (f"default (the cached shape said {cached:.2f}x for {n} tokens, "
+                                 f"live passes {measured:.2f}x)")
+            self._prior_ratios = None
+            self._curve = None
+
+    # ---- beliefs ------------------------------------------------------------------------
+    def per_token(self) -> Optional[float]:
+        window = self._passes.get(1)
+        return float(np.median(window)) if window else None
+
+    def prior(self, n: int) -> float:
+        ratios = self._prior_ratios
+        if not ratios or n <= 1:
+            return default_prior(n)
+        xs = sorted(ratios)
+        if n < xs[0]:  # between one token and the smallest cached size
+            return float(np.interp(n, [1, xs[0]], [1.0, ratios[xs[0]]]))
+        if n > xs[-1]:  # beyond: the default curve's growth from there
+            return ratios[xs[-1]] * default_prior(n) / default_prior(xs[-1])
+        return float(np.interp(n, xs, [ratios[x] for x in xs]))
+
+    def weight(self, n: int) -> float:
+        """How much size n's own passes count against the prior (0..1)."""
+        window = self._passes.get(n)
+        if not window:
+            return 0.0
+        age = self._round - self._last_seen[n]
+        return len(window) / (len(window) + 1.0) * 0.5 ** (age / STALE_ROUNDS)
+
+    def _build(self) -> np.ndarray:
+        c1 = self.per_token()
+        if c1 is None:  # nothing measured yet: unit-free (only ratios matter then)
+            c1 = 1.0
+        sizes = [n for n in sorted(self._passes) if n >= 2 and n <= self.max_n]
+        logc = [self.weight(n) * math.log(float(np.median(self._passes[n])) / (c1 * self.prior(n)))
+                for n in sizes]
+        ns = np.arange(self.max_n + 1)
+        corr = np.interp(ns, sizes, logc) if sizes else np.zeros(len(ns))
+        curve = np.array([c1 * self.prior(int(n)) for n in ns]) * np.exp(corr)
+        curve[0], curve[1] = 0.0, c1
+        return np.maximum.accumulate(curve)
+
+    def predict(self, n: int) -> float:
+        """Seconds for a forward pass over n tokens, as believed now."""
+        if self._curve is None:
+            self._curve = self._build()
+        if n <= self.max_n:
+            return float(self._curve[n])
+        return float(self._curve[-1] * self.prior(n) / self.prior(self.max_n))
+
+    def measured_ratios(self, min_passes: int = 3) -> dict:
+        """n -> median cost / c1 for sizes with at least ``min_passes`` passes (what the cost
+        cache keeps: the shape, which does not depend on the load of the moment)."""
+        c1 = self.per_token()
+        if c1 is None or len(self._passes.get(1, ())) < min_passes:
+            return {}
+        return {n: float(np.median(w)) / c1 for n, w in sorted(self._passes.items())
+                if n >= 2 and len(w) >= min_passes}
+
+    def shape_to_save(self) -> dict:
+        """What the cost cache should keep: the trusted prior shape (if any) updated with the
+        sizes measured often enough here."""
+        shape = dict(self._prior_ratios or {})
+        shape.update(self.measured_ratios())
+        return shape if not validate_ratios(shape) else {}
+
+    def describe(self, sizes=(2, 5, 9, 17)) -> str:
+        c1 = self.per_token()
+        if c1 is None:
+            return "per-token cost not measured yet"
+        parts = []
+        for n in sizes:
+            if n > self.max_n:
+                continue
+            w = self.weight(n)
+            tag = f"measured x{len(self._passes[n])}" if w > 0.05 else "prior"
+            parts.append(f"{n}: {self.predict(n) / c1:.2f}x ({tag})")
+        return (f"one token {1000 * c1:.1f} ms (median of {len(self._passes[1])}); batch "
+                + ", ".join(parts) + f"; prior shape: {self.prior_source}")

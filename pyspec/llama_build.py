@@ -1,0 +1,313 @@
+"""Install llama-cpp-python built so that it runs on the machine it is built on.
+
+Why not plain ``pip install llama-cpp-python``: the package builds llama.cpp from source with
+``GGML_NATIVE=ON`` (``-march=native``). On a CPU that reports AMX, that compiles ggml's AMX
+matrix multiply, which crashes at ``ldtilecfg`` in ``ggml_backend_amx_mul_mat`` on the first
+model call (llama.cpp issue #20824, fixed upstream after the llama.cpp that 0.3.36 vendors).
+So this module:
+
+1. derives the x86 instruction-set options from the CPU's own flags (``/proc/cpuinfo``) and
+   passes them explicitly with ``GGML_NATIVE=OFF`` and the three ``GGML_AMX_*`` options off:
+   the build uses every SIMD level the CPU has except AMX, and nothing it lacks (with
+   ``GGML_NATIVE=OFF`` ggml would otherwise switch AVX2, FMA, F16C and BMI2 on by default);
+   on other architectures llama.cpp's own defaults are kept (AMX is x86-only);
+2. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing the two
+   that bring the crash back (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
+3. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
+   key hashes the version, the final CMake arguments, the Python tag and the machine: pip's
+   own wheel cache keys a wheel by name and version only, so a wheel built earlier with other
+   flags (a native one) would be reused silently;
+4. installs that wheel over whatever llama-cpp-python was there, and checks the result by
+   asking the installed library for its features (no ``AMX_INT8 = 1``).
+
+Run it as ``python3 -m pyspec install-llama`` (``--dry-run`` prints the plan).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+# Bumped when the recipe below changes, so that wheels built by an older recipe are not reused.
+RECIPE_VERSION = 1
+
+# ggml option -> every /proc/cpuinfo flag it needs (ggml-cpu's CMakeLists, GCC branch:
+# GGML_AVX512 compiles with -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw).
+X86_OPTIONS = (
+    ("GGML_SSE42", ("sse4_2",)),
+    ("GGML_AVX", ("avx",)),
+    ("GGML_AVX2", ("avx2",)),
+    ("GGML_BMI2", ("bmi2",)),
+    ("GGML_FMA", ("fma",)),
+    ("GGML_F16C", ("f16c",)),
+    ("GGML_AVX_VNNI", ("avx_vnni",)),
+    ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+    ("GGML_AVX512_VBMI", ("avx512f", "avx512vbmi")),
+    ("GGML_AVX512_VNNI", ("avx512f", "avx512_vnni")),
+    ("GGML_AVX512_BF16", ("avx512f", "avx512_bf16")),
+)
+AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+LLAMA_ISSUE = "llama.cpp issue #20824"
+
+
+class LlamaBuildError(RuntimeError):
+    """The llama-cpp-python build could not be planned, built or installed."""
+
+
+def _log(message: str) -> None:
+    print(f"pyspec: {message}", file=sys.stderr, flush=True)
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset:
+    """The CPU's feature flags as the kernel lists them (empty where there is no cpuinfo)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def is_x86(machine: str | None = None) -> bool:
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64", "i686", "i386")
+
+
+def derived_cmake_args(flags: frozenset, machine: str | None = None) -> list:
+    """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name, never AMX."""
+    if not is_x86(machine):
+        return []
+    args = ["-DGGML_NATIVE=OFF"]
+    for option, needs in X86_OPTIONS:
+        args.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
+    args += [f"-D{option}=OFF" for option in AMX_OPTIONS]
+    return args
+
+
+_DEFINE = re.compile(r"^-D([A-Za-z0-9_]+)(?::[A-Za-z]+)?=(.*)$")
+_TRUE = {"on", "1", "yes", "true", "y"}
+
+
+def _user_defines(user_args: list) -> dict:
+    defines = {}
+    for arg in user_args:
+        m = _DEFINE.match(arg)
+        if m:
+            defines[m.group(1).upper()] = m.group(2)
+    return defines
+
+
+def plan_cmake_args(user_cmake_args: str = "", flags: frozenset | None = None,
+                    machine: str | None = None) -> list:
+    """The final CMake arguments: the derived ones, then the user's (later ones win in CMake).
+
+    Raises LlamaBuildError for user arguments that would build the AMX path back in."""
+    user = shlex.split(user_cmake_args or "")
+    defines = _user_defines(user)
+    if is_x86(machine):
+        bad = [f"-D{k}={v}" for k, v in defines.items()
+               if (k == "GGML_NATIVE" or k in AMX_OPTIONS) and v.strip().lower() in _TRUE]
+        if bad:
+            raise LlamaBuildError(
+                f"CMAKE_ARGS asks for {' '.join(bad)}: that builds ggml's AMX matrix multiply, "
+                f"which crashes llama.cpp 0.3.36's CPU back end on CPUs that report AMX "
+                f"({LLAMA_ISSUE}). Remove it from CMAKE_ARGS; the SIMD levels this CPU has are "
+                f"switched on explicitly instead.")
+    derived = derived_cmake_args(cpu_flags() if flags is None else flags, machine)
+    return derived + user
+
+
+def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
+    ident = {
+        "version": version,
+        "recipe": RECIPE_VERSION,
+        "cmake_args": cmake_args,
+        "python": f"{sys.implementation.name}{sys.version_info[0]}{sys.version_info[1]}",
+        "machine": platform.machine(),
+        "platform": sys.platform,
+    }
+    blob = json.dumps(ident, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def wheel_dir(cmake_args: list, cache_root: Path | None = None) -> Path:
+    from .models import cache_dir
+
+    root = cache_root or cache_dir() / "llama-build"
+    return root / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-{wheel_key(cmake_args)}"
+
+
+def _find_wheel(directory: Path) -> Path | None:
+    wheels = sorted(directory.glob("llama_cpp_python-*.whl"))
+    return wheels[-1] if wheels else None
+
+
+def installed_from(wheel: Path) -> bool:
+    """Whether the installed llama-cpp-python was installed from exactly this wheel file."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        return False
+    direct = dist.read_text("direct_url.json")
+    if not direct:
+        return False
+    try:
+        recorded = json.loads(direct).get("archive_info", {}).get("hashes", {}).get("sha256")
+    except (ValueError, AttributeError):
+        return False
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return recorded == digest and dist.version == LLAMA_CPP_PYTHON_VERSION
+
+
+def installed_build() -> dict | None:
+    """The build.json of the pyspec-built wheel the installed llama-cpp-python came from
+    (its CMake arguments), or None when it was installed some other way."""
+    root = wheel_dir([]).parent
+    for build in sorted(root.glob("*/build.json")):
+        wheel = _find_wheel(build.parent)
+        if wheel is not None and installed_from(wheel):
+            try:
+                return dict(json.loads(build.read_text()), wheel=str(wheel))
+            except ValueError:
+                return None
+    return None
+
+
+_NINJA_STEP = re.compile(r"\[(\d+)/(\d+)\]")
+
+
+def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
+    """pip wheel with the cache off, streaming a progress line every 10% of the compile."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "build.log"
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = " ".join(shlex.quote(a) for a in cmake_args)
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+    env["FORCE_CMAKE"] = "1"
+    cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
+           "--no-binary", "llama-cpp-python", "-w", str(out_dir),
+           f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+    _log(f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 10-15 "
+         f"minutes on 2 cores; full log: {log_path})")
+    _log(f"CMAKE_ARGS={env['CMAKE_ARGS']}")
+    start = time.monotonic()
+    last_decile = -1
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                text=True, errors="replace")
+        assert proc.stdout is not None
+        tail: list = []
+        for line in proc.stdout:
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-40:]
+            m = _NINJA_STEP.search(line)
+            if m and int(m.group(2)) > 20:
+                done, total = int(m.group(1)), int(m.group(2))
+                decile = done * 10 // total
+                if decile > last_decile:
+                    last_decile = decile
+                    _log(f"  compiling llama.cpp: {done}/{total} steps, "
+                         f"{time.monotonic() - start:.0f} s")
+        rc = proc.wait()
+    if rc != 0:
+        raise LlamaBuildError("building llama-cpp-python failed (pip exit {}); last lines of {}:\n{}"
+                              .format(rc, log_path, "\n".join(tail)))
+    wheel = _find_wheel(out_dir)
+    if wheel is None:
+        raise LlamaBuildError(f"pip reported success but left no wheel in {out_dir}")
+    (out_dir / "build.json").write_text(json.dumps(
+        {"cmake_args": cmake_args, "version": LLAMA_CPP_PYTHON_VERSION,
+         "seconds": round(time.monotonic() - start, 1)}, indent=1))
+    _log(f"built {wheel.name} in {time.monotonic() - start:.0f} s")
+    return wheel
+
+
+def _pip_install(args: list) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--no-cache-dir", *args]
+    rc = subprocess.run(cmd).returncode
+    if rc != 0:
+        raise LlamaBuildError(f"pip install failed (exit {rc}): {' '.join(cmd)}")
+
+
+def _check_installed() -> str:
+    """Ask the freshly installed library (in a new process) for its features."""
+    code = ("import llama_cpp; print(llama_cpp.__version__); "
+            "print(llama_cpp.llama_print_system_info().decode())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LlamaBuildError(f"the installed llama-cpp-python does not import:\n{out.stderr[-2000:]}")
+    version, _, info = out.stdout.partition("\n")
+    if version.strip() != LLAMA_CPP_PYTHON_VERSION:
+        raise LlamaBuildError(f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, "
+                              f"found {version.strip()}")
+    if "AMX_INT8 = 1" in info:
+        raise LlamaBuildError(f"the installed llama-cpp-python still has AMX compiled in: {info}")
+    return info.strip()
+
+
+def install(user_cmake_args: str | None = None, *, force: bool = False,
+            dry_run: bool = False) -> Path:
+    """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path."""
+    if user_cmake_args is None:
+        user_cmake_args = os.environ.get("CMAKE_ARGS", "")
+    cmake_args = plan_cmake_args(user_cmake_args)
+    out_dir = wheel_dir(cmake_args)
+    wheel = _find_wheel(out_dir)
+    if dry_run:
+        _log(f"CMAKE_ARGS={' '.join(cmake_args)}")
+        _log(f"wheel: {wheel or out_dir / '(not built yet)'}")
+        return wheel or out_dir
+    if wheel is None or force:
+        for old in out_dir.glob("*.whl"):
+            old.unlink()
+        wheel = _build_wheel(cmake_args, out_dir)
+    else:
+        _log(f"using {wheel} (built earlier with the same flags)")
+    if installed_from(wheel) and not force:
+        _log("llama-cpp-python is already installed from this wheel")
+    else:
+        # --force-reinstall --no-deps replaces a llama-cpp-python of the same version built
+        # with other flags (pip would otherwise call it satisfied); the second call brings
+        # its dependencies.
+        _pip_install(["--force-reinstall", "--no-deps", str(wheel)])
+        _pip_install([str(wheel)])
+    info = _check_installed()
+    _log(f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} installed; features: {info}")
+    return wheel
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="pyspec install-llama",
+        description="Build and install llama-cpp-python with this CPU's SIMD levels and "
+                    "without ggml's AMX path (which crashes on AMX CPUs, llama.cpp #20824). "
+                    "Your CMAKE_ARGS (e.g. -DGGML_CUDA=on) are appended.")
+    parser.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
+                        "the same flags is cached")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    args = parser.parse_args(argv)
+    try:
+        install(force=args.force, dry_run=args.dry_run)
+    except LlamaBuildError as exc:
+        _log(f"error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""Refuses, with the fix, a llama-cpp-python build that would crash on this CPU.
+
+llama-cpp-python 0.3.36 built the default way (``GGML_NATIVE``) on a CPU that reports AMX
+compiles ggml's AMX matrix multiply; on such a CPU the model's quantised weights are then
+loaded into an AMX buffer and the first model call dies with SIGSEGV at ``ldtilecfg``
+(llama.cpp issue #20824). A segfault cannot be caught, so pyspec checks before loading:
+the build reports ``AMX_INT8 = 1`` among its CPU features *and* the CPU lists ``amx_int8``
+and ``amx_tile``. Then ``pyspec demo``, ``pyspec generate`` and ``SpeculativeLlama`` raise
+``UnsafeLlamaBuildError`` naming the problem and the fix (``python3 -m pyspec install-llama``,
+which rebuilds without AMX). ``PYSPEC_ALLOW_AMX=1`` skips the check (for a llama.cpp that has
+the upstream fix).
+"""
+from __future__ import annotations
+
+import os
+
+from .llama_build import LLAMA_ISSUE, cpu_flags
+
+ALLOW_ENV = "PYSPEC_ALLOW_AMX"
+
+
+class UnsafeLlamaBuildError(RuntimeError):
+    """The installed llama-cpp-python would crash on this CPU (AMX path, llama.cpp #20824)."""
+
+
+def build_features(system_info: str) -> dict:
+    """``llama_print_system_info()`` parsed: {"AVX2": "1", "AMX_INT8": "1", ...}."""
+    features = {}
+    for part in system_info.replace("\n", "|").split("|"):
+        if "=" in part:
+            name, _, value = part.rpartition("=")
+            name = name.split(":")[-1].strip()
+            if name:
+                features[name] = value.strip()
+    return features
+
+
+def amx_crash_reason(system_info: str, flags: frozenset) -> str:
+    """Why this build would crash on a CPU with these flags ('' when it would not)."""
+    if build_features(system_info).get("AMX_INT8") != "1":
+        return ""
+    if not {"amx_int8", "amx_tile"} <= set(flags):
+        return ""
+    return (f"the installed llama-cpp-python was built with ggml's AMX matrix multiply "
+            f"(llama_print_system_info reports AMX_INT8 = 1) and this CPU reports AMX; "
+            f"llama.cpp 0.3.36 loads quantised weights into an AMX buffer there and crashes "
+            f"with a segmentation fault on the first model call ({LLAMA_ISSUE}). Fix: "
+            f"`python3 -m pyspec install-llama` rebuilds llama-cpp-python with this CPU's SIMD "
+            f"levels and without AMX (about 12 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
+            f"this check with a llama.cpp that has the upstream fix.")
+
+
+def system_info() -> str:
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+
+
+def check_llama_build() -> None:
+    """Raises UnsafeLlamaBuildError when loading a model would crash (see the module doc)."""
+    if os.environ.get(ALLOW_ENV, "").strip() in ("1", "yes", "true"):
+        return
+    reason = amx_crash_reason(system_info(), cpu_flags())
+    if reason:
+        raise UnsafeLlamaBuildError(reason)

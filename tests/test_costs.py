@@ -1,0 +1,190 @@
+"""The online batch-cost model and its cache (issue 10), with injected timings: no clock, so
+noise, outliers and a load that comes and goes are replayed deterministically."""
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyspec.llama import cost_cache
+from pyspec.llama.costs import (STALE_ROUNDS, WINDOW, BatchCosts, default_prior,
+                                validate_ratios)
+from pyspec.llama.replay import replay_lookup
+
+DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
+COSTS = {m: {int(n): c for n, c in t.items()} for m, t in DATA["costs"].items()}
+GENERATIONS = {g["name"]: g for g in DATA["generations"]}
+
+
+def test_the_default_prior_is_monotone_concave_and_between_one_and_n():
+    values = [default_prior(n) for n in range(1, 66)]
+    assert values[0] == 1.0
+    assert all(b > a for a, b in zip(values, values[1:]))
+    steps = np.diff(values)
+    assert all(b <= a + 1e-12 for a, b in zip(steps[1:], steps[2:]))  # concave from n = 2
+    assert all(1.0 <= v <= n for n, v in enumerate(values, 1))
+    # Within 25% of both models' measured curves (it errs on the expensive side at 17).
+    for model in COSTS.values():
+        for n in (2, 5, 9, 17):
+            assert 0.75 <= default_prior(n) / model[n] <= 1.25, (n, default_prior(n), model[n])
+
+
+def test_measured_sizes_override_the_prior():
+    costs = BatchCosts(max_n=17)
+    for _ in range(WINDOW):
+        costs.observe(1, 0.02)
+        costs.observe(9, 0.02 * 3.0)
+    assert costs.predict(1) == pytest.approx(0.02)
+    # Nine passes weigh 0.9 against the prior in log space.
+    assert costs.predict(9) == pytest.approx(0.02 * 3.0 ** 0.9 * default_prior(9) ** 0.1, rel=1e-9)
+    # A size between measured ones follows their correction; the curve stays monotone.
+    assert costs.predict(5) < costs.predict(9) <= costs.predict(17)
+
+
+def test_one_outlier_does_not_move_the_estimate():
+    costs = BatchCosts(max_n=17)
+    rng = np.random.default_rng(0)
+    for i in range(60):
+        costs.observe(1, 0.02 * rng.lognormal(0, 0.05))
+        costs.observe(5, 0.06 * rng.lognormal(0, 0.05))
+    before = costs.predict(5)
+    costs.observe(5, 0.06 * 50)  # a descheduled pass
+    costs.observe(1, 0.02 * 50)
+    assert costs.predict(5) == pytest.approx(before, rel=0.06)
+
+
+def test_a_change_of_load_is_followed_within_tens_of_rounds():
+    costs = BatchCosts(max_n=17)
+    for _ in range(30):
+        costs.observe(1, 0.02)
+        costs.observe(5, 0.06)
+    for i in range(20):  # the machine gets three times slower
+        costs.observe(1, 0.06)
+        costs.observe(5, 0.18)
+    assert costs.predict(1) == pytest.approx(0.06)
+    assert costs.predict(5) == pytest.approx(0.18, rel=0.05)
+
+
+def test_a_size_measured_under_a_passing_load_drifts_back_to_the_prior():
+    # The bug of the one-shot calibration: a batch measured at 12.3 s (against 0.21 s for one
+    # token) was never measured again, so the controller never drafted again.
+    costs = BatchCosts(max_n=17)
+    costs.observe(1, 0.21)
+    costs.observe(9, 12.3)
+    assert costs.predict(9) > 3 * 0.21 * default_prior(9)  # one pass weighs half
+    for _ in range(3 * STALE_ROUNDS):
+        costs.observe(1, 0.21)  # plain rounds go on; size 9 is not tried
+    assert costs.predict(9) < 1.5 * 0.21 * default_prior(9)
+
+
+@pytest.mark.parametrize("ratios, why", [
+    ({9: float("nan")}, "not a finite"),
+    ({9: float("inf")}, "not a finite"),
+    ({9: 12.3 / 0.21}, "outside"),          # the issue's file: a 9-batch at 58x one token
+    ({17: 0.5}, "outside"),                 # one token slower than seventeen
+    ({2: 2.0, 9: 1.2}, "costs less"),       # not monotone
+    ({0: 1.0}, "batch size 0"),
+    ({10**6: 2.0}, "outside"),
+    ({}, "no batch sizes"),
+])
+def test_implausible_cost_shapes_are_refused(ratios, why):
+    assert why in validate_ratios(ratios)
+
+
+def test_a_plausible_shape_is_accepted():
+    assert validate_ratios({n: c for n, c in COSTS["gemma3-270m"].items() if n > 1}) == ""
+
+
+@pytest.mark.parametrize("text", [
+    "not json",
+    '{"costs": {"1": NaN, "9": 12.3}}',
+    '{"costs": {"1": 0.21, "9": 12.3}}',
+    '{"costs": {"1": 1.0, "17": 0.5}}',
+    '{"ratios": {"two": 1.5}}',
+    '{"ratios": [1, 2]}',
+])
+def test_a_corrupt_or_implausible_cache_is_ignored_with_one_warning(tmp_path, caplog, text):
+    path = tmp_path / "costs.json"
+    path.write_text(text)
+    with caplog.at_level(logging.WARNING, logger="pyspec"):
+        assert cost_cache.load_ratios(path) is None
+    assert len([r for r in caplog.records if "ignoring the cost cache" in r.getMessage()]) == 1
+
+
+def test_the_cache_round_trips_and_reads_the_old_format(tmp_path):
+    path = tmp_path / "costs.json"
+    cost_cache.save_ratios(path, {2: 1.7, 9: 4.9})
+    assert cost_cache.load_ratios(path) == {2: 1.7, 9: 4.9}
+    path.write_text('{"costs": {"1": 0.02, "2": 0.034, "9": 0.098}}')  # before this session
+    assert cost_cache.load_ratios(path) == pytest.approx({2: 1.7, 9: 4.9})
+    cost_cache.save_ratios(path, {9: 58.0})  # never written
+    assert cost_cache.load_ratios(path) == pytest.approx({2: 1.7, 9: 4.9})
+
+
+def test_the_cache_is_off_when_asked(monkeypatch):
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "off")
+    assert not cost_cache.cache_enabled()
+    assert cost_cache.cost_cache_file(object()) is None
+
+
+def test_a_cached_shape_that_live_passes_contradict_is_dropped():
+    costs = BatchCosts(max_n=17)
+    costs.use_prior({2: 1.7, 9: 4.9, 17: 6.4})
+    for _ in range(5):
+        costs.observe(1, 0.02)
+    assert costs.predict(9) == pytest.approx(0.02 * 4.9)
+    for _ in range(3):
+        costs.observe(9, 0.02 * 15.0)  # 3x what the cache said
+    assert costs.prior_source.startswith("default")
+    assert costs.predict(17) == pytest.approx(costs.predict(17))  # still a valid curve
+
+
+def _replay(name, **kw):
+    g = GENERATIONS[name]
+    return replay_lookup(g["prompt"], g["output"], COSTS[g["model"]], **kw)
+
+
+def noisy(seed, sigma=0.3, outliers=0.03):
+    """Timing factors of a busy machine: log-normal jitter and rare 10-50x outliers."""
+    rng = np.random.default_rng(seed)
+
+    def factor(round_index, n):
+        f = rng.lognormal(0.0, sigma)
+        if rng.random() < outliers:
+            f *= rng.uniform(10, 50)
+        return f
+    return factor
+
+
+def shifting(start, stop, load):
+    """Every pass `load` times slower between rounds start and stop (a build next door)."""
+    return lambda round_index, n: load if start <= round_index < stop else 1.0
+
+
+# (generation, bar): the issue's bars, held with timings a quiet machine never gives.
+CASES = [("qwen-rename-greedy", 1.25), ("gemma-repeat-greedy", 1.5), ("qwen-free-greedy", 0.97),
+         ("gemma-free-0.8", 0.97)]
+
+
+@pytest.mark.parametrize("name, bar", CASES)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_decisions_stay_good_with_noisy_timings(name, bar, seed):
+    assert _replay(name, timing=noisy(seed)).speedup >= bar
+
+
+@pytest.mark.parametrize("name, bar", CASES)
+@pytest.mark.parametrize("window", [(0, 15), (5, 40), (20, 10**6)], ids=["first", "middle", "rest"])
+def test_decisions_stay_good_when_the_load_shifts(name, bar, window):
+    assert _replay(name, timing=shifting(*window, load=4.0)).speedup >= bar
+
+
+def test_quiet_replays_are_as_good_as_with_the_one_shot_calibration():
+    # The figures of the calibrated cost model (session 3), now without any calibration:
+    # Qwen rename 2.13x, Gemma repeated file 2.19x, free text 1.000x.
+    assert _replay("qwen-rename-greedy").speedup >= 2.1
+    assert _replay("gemma-repeat-greedy").speedup >= 2.15
+    assert _replay("qwen-free-greedy").speedup >= 0.999
+    # From a cached shape (a later process): at least as good.
+    shape = {n: c for n, c in COSTS["qwen2.5-coder-1.5b"].items() if n > 1}
+    assert _replay("qwen-rename-greedy", cost_prior=shape).speedup >= 2.1

@@ -1,0 +1,130 @@
+"""The llama-cpp-python build pyspec installs (no AMX path, this CPU's SIMD levels), the
+guard against a build that would crash, and ``pyspec doctor``."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pyspec.llama_build import (AMX_OPTIONS, LlamaBuildError, cpu_flags, derived_cmake_args,
+                                plan_cmake_args, wheel_key)
+from pyspec.llama_guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
+                                check_llama_build)
+
+SAPPHIRE_RAPIDS = frozenset("sse4_2 avx avx2 bmi2 fma f16c avx_vnni avx512f avx512cd avx512vl "
+                            "avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile "
+                            "amx_int8 amx_bf16".split())
+ZEN3 = frozenset("sse4_2 avx avx2 bmi2 fma f16c".split())
+OLD_X86 = frozenset("sse4_2 avx".split())
+AMX_INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | "
+            "OPENMP = 1 | REPACK = 1 | ")
+
+
+def _defines(args):
+    return dict(a[2:].split("=", 1) for a in args)
+
+
+def test_the_derived_flags_follow_the_cpu_and_never_enable_amx():
+    amx = _defines(derived_cmake_args(SAPPHIRE_RAPIDS, "x86_64"))
+    assert amx["GGML_NATIVE"] == "OFF"
+    assert all(amx[o] == "OFF" for o in AMX_OPTIONS)
+    assert amx["GGML_AVX512"] == amx["GGML_AVX512_VNNI"] == amx["GGML_AVX_VNNI"] == "ON"
+    zen = _defines(derived_cmake_args(ZEN3, "x86_64"))
+    assert zen["GGML_AVX2"] == zen["GGML_FMA"] == zen["GGML_F16C"] == "ON"
+    assert zen["GGML_AVX512"] == zen["GGML_AVX512_VBMI"] == "OFF"
+    # A CPU without AVX2: ggml's GGML_NATIVE=OFF defaults would switch AVX2/FMA/F16C on.
+    old = _defines(derived_cmake_args(OLD_X86, "x86_64"))
+    assert old["GGML_AVX"] == "ON"
+    assert old["GGML_AVX2"] == old["GGML_FMA"] == old["GGML_F16C"] == old["GGML_BMI2"] == "OFF"
+    # AVX-512 needs all five subsets that ggml compiles with.
+    partial = _defines(derived_cmake_args(ZEN3 | {"avx512f", "avx512cd"}, "x86_64"))
+    assert partial["GGML_AVX512"] == "OFF"
+    assert derived_cmake_args(SAPPHIRE_RAPIDS, "aarch64") == []  # llama.cpp's own defaults
+
+
+def test_this_machines_flags_are_read():
+    flags = cpu_flags()
+    if sys.platform.startswith("linux"):
+        assert flags, "no CPU flags read from /proc/cpuinfo"
+    assert cpu_flags("processor : 0\nflags : fpu avx2 amx_int8\n") == {"fpu", "avx2", "amx_int8"}
+
+
+def test_user_cmake_args_are_appended_and_dangerous_ones_refused():
+    args = plan_cmake_args("-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90", ZEN3, "x86_64")
+    assert args[-2:] == ["-DGGML_CUDA=on", "-DCMAKE_CUDA_ARCHITECTURES=90"]
+    assert "-DGGML_NATIVE=OFF" in args
+    for bad in ("-DGGML_NATIVE=ON", "-DGGML_AMX_INT8=on", "-DGGML_AMX_TILE:BOOL=1"):
+        with pytest.raises(LlamaBuildError, match="AMX"):
+            plan_cmake_args(bad, ZEN3, "x86_64")
+    # The wheel's cache key changes with the flags: a wheel built with others is never reused.
+    assert wheel_key(plan_cmake_args("", ZEN3, "x86_64")) != wheel_key(
+        plan_cmake_args("-DGGML_CUDA=on", ZEN3, "x86_64"))
+    assert wheel_key(plan_cmake_args("", ZEN3, "x86_64")) != wheel_key(
+        plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
+
+
+def test_the_guard_names_the_problem_and_the_fix():
+    assert build_features(AMX_INFO)["AMX_INT8"] == "1"
+    reason = amx_crash_reason(AMX_INFO, SAPPHIRE_RAPIDS)
+    assert "#20824" in reason and "pyspec install-llama" in reason
+    assert amx_crash_reason(AMX_INFO, ZEN3) == ""  # the AMX buffer is only used on AMX CPUs
+    assert amx_crash_reason(AMX_INFO.replace("AMX_INT8 = 1 | ", ""), SAPPHIRE_RAPIDS) == ""
+
+
+def test_the_guard_passes_the_installed_build_on_this_machine():
+    # The installed llama-cpp-python is the one `pyspec install-llama` built (CI installs it
+    # that way), so nothing may be refused here; and the guard reads the real system info.
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    assert build_features(info), info
+    assert build_features(info).get("AMX_INT8") != "1"
+    check_llama_build()
+
+
+def test_the_guard_refuses_before_the_model_loads(monkeypatch, tmp_path):
+    import pyspec.llama_guard as guard
+    from pyspec.llama import SpeculativeLlama
+
+    monkeypatch.setattr(guard, "system_info", lambda: AMX_INFO)
+    monkeypatch.setattr(guard, "cpu_flags", lambda: SAPPHIRE_RAPIDS)
+    missing = tmp_path / "never-loaded.gguf"  # loading it would fail differently
+    with pytest.raises(UnsafeLlamaBuildError, match="install-llama"):
+        SpeculativeLlama(str(missing))
+    monkeypatch.setenv("PYSPEC_ALLOW_AMX", "1")
+    with pytest.raises(ValueError, match="(?i)model path does not exist|no such file"):
+        SpeculativeLlama(str(missing))
+
+
+def _pyspec(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pyspec", *args], capture_output=True,
+                          text=True, timeout=300, cwd=os.path.expanduser("~"),
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_install_llama_dry_run_prints_the_plan():
+    out = _pyspec("install-llama", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "-DGGML_AMX_INT8=OFF" in out.stderr and "wheel:" in out.stderr
+    refused = _pyspec("install-llama", "--dry-run", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
+    assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
+
+
+def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
+    out = _pyspec("doctor")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for what in ("pyspec self-test", "llama-cpp-python", "CUDA back end", "cost cache"):
+        assert what in out.stdout
+    # A broken cost cache is reported (and ignored), not fatal.
+    costs = tmp_path / "costs"
+    costs.mkdir()
+    (costs / "bad.json").write_text('{"costs": {"1": NaN, "9": 12.3}}')
+    out = _pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"})
+    assert "bad.json: non-finite" in out.stdout
+    # A model file of the wrong size is a failure, with the fix.
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "gemma-3-270m-q4_k_m.gguf").write_bytes(b"truncated")
+    out = _pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path)})
+    assert out.returncode == 1
+    assert "gemma3-270m" in out.stderr and "delete it to refetch" in out.stderr
