@@ -82,14 +82,16 @@ def test_penalties_that_overflow_float32_are_refused(bad):
 ], ids=["top-k off", "top-k on", "greedy"])
 def test_extreme_logits_with_extreme_penalties_give_a_valid_distribution(params):
     # A logit near FLT_MAX divided by repeat 1e-6 overflows float32: it saturates instead.
-    row = np.array([3e38, 1.0, -3e38, -np.inf, 2.0, -1e30], np.float32)
-    history = [0, 2, 3, 5]
-    dist = pyspec.distribution(row, params, penalty_history=history)
-    assert np.all(np.isfinite(dist)) and dist.sum() == pytest.approx(1.0, abs=1e-6)
-    assert dist[3] == 0.0  # a masked token stays masked
-    np.testing.assert_allclose(dist, reference_distribution(row, params, history), atol=1e-6)
-    r = pyspec.verify(row[None], [], params=params, penalty_history=history, logprobs=True)
-    assert dist[r.tokens[0]] > 0 and np.isfinite(r.logprobs[0]) and r.logprobs[0] <= 0
+    # Two such logits would both become +inf, and inf - inf would make the row NaN.
+    for row, history in (([3e38, 1.0, -3e38, -np.inf, 2.0, -1e30], [0, 2, 3, 5]),
+                         ([3e38, 2e38, 1.0, -np.inf, -3e38], [0, 1, 3, 4])):
+        row = np.array(row, np.float32)
+        dist = pyspec.distribution(row, params, penalty_history=history)
+        assert np.all(np.isfinite(dist)) and dist.sum() == pytest.approx(1.0, abs=1e-6)
+        assert dist[3] == 0.0  # a masked token stays masked
+        np.testing.assert_allclose(dist, reference_distribution(row, params, history), atol=1e-6)
+        r = pyspec.verify(row[None], [], params=params, penalty_history=history, logprobs=True)
+        assert dist[r.tokens[0]] > 0 and np.isfinite(r.logprobs[0]) and r.logprobs[0] <= 0
 
 
 @pytest.mark.parametrize("total", [10.0, 0.1])
