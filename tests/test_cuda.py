@@ -27,10 +27,11 @@ CUDA_STATUS = 10
 # ---- no GPU needed ----------------------------------------------------------------------
 
 def test_has_cuda_matches_the_build():
-    assert pyspec.HAS_CUDA == bool(lib.pyspec_has_cuda())
     expected = os.environ.get("PYSPEC_EXPECT_CUDA")
-    if expected is not None:  # CI sets it for the build it configured
-        assert pyspec.HAS_CUDA == (expected == "1")
+    if expected is None:
+        pytest.skip("PYSPEC_EXPECT_CUDA is not set: only the build that configured the "
+                    "library knows whether CUDA was asked for (.ci/run sets it)")
+    assert pyspec.HAS_CUDA == (expected == "1")
 
 
 def test_device_count_and_create_fail_cleanly_without_a_device():
@@ -260,11 +261,6 @@ def test_the_cpu_path_draws_by_the_portable_rules():
     assert _cpu_draws_in_token_order()
 
 
-def _needs_portable_cpu(params):
-    """Kept as a hook for the identity tests: the CPU path draws by the portable rules
-    (test_the_cpu_path_draws_by_the_portable_rules)."""
-
-
 PARAMS = [
     SamplingParams(seed=1),
     SamplingParams(temperature=0.0),
@@ -303,7 +299,6 @@ def _draft_modes(rng, logits, k, V, mode):
 @pytest.mark.parametrize("mode", ["point", "self", "dense", "sparse"])
 @pytest.mark.parametrize("params", PARAMS, ids=range(len(PARAMS)))
 def test_gpu_tokens_equal_cpu_tokens(dtype, mode, params):
-    _needs_portable_cpu(params)
     rng = np.random.default_rng(zlib.crc32(f"{dtype}/{mode}/{params.seed}".encode()))
     V = 3000
     for trial in range(4):
@@ -345,10 +340,12 @@ def test_gpu_ragged_batch_equals_cpu(dtype):
 
 @gpu
 def test_gpu_real_logits_equal_cpu(request):
-    try:
-        logits = request.getfixturevalue("qwen_logits")
-    except Exception as exc:  # noqa: BLE001 - no model offline
-        pytest.skip(f"no real model logits here: {exc}")
+    from pyspec.models import MODELS, cache_dir
+
+    model_file = cache_dir() / "models" / MODELS["qwen2.5-coder-1.5b"].filename
+    if not model_file.is_file():  # only this: any other failure of the fixture is a failure
+        pytest.skip(f"{model_file} is not on this machine (a device machine has no network)")
+    logits = request.getfixturevalue("qwen_logits")
     rng = np.random.default_rng(3)
     device = to_device(logits)
     for params in PARAMS:

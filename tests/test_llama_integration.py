@@ -54,9 +54,11 @@ def draft_path():
     return str(ensure_model("qwen2.5-coder-0.5b"))
 
 
-def _tokens(llm, prompt, max_tokens, **kw):
+def _tokens(llm, prompt, max_tokens, prefix=(), **kw):
+    """Greedy/sampled continuation of prompt + prefix (token ids), at most max_tokens."""
     out = []
-    for tok in llm.generate(llm.tokenize(prompt.encode(), special=True), **kw):
+    prompt_tokens = llm.tokenize(prompt.encode(), special=True) + list(prefix)
+    for tok in llm.generate(prompt_tokens, **kw):
         out.append(tok)
         if len(out) == max_tokens or llama_cpp.llama_vocab_is_eog(
                 llama_cpp.llama_model_get_vocab(llm.model), tok):
@@ -73,16 +75,27 @@ def _gap_at(plain, prompt_tokens, prefix, token_a, token_b):
 
 
 def _assert_same_or_near_tie(plain, spec, prompt, n=96, **kw):
+    """Greedy outputs must be equal, except at a near-tie of the target's one-token logits
+    (llama.cpp's batched logits differ slightly). After such a divergence both runs are
+    forced onto plain's prefix (through the divergence) and compared again, so an error
+    that emits the runner-up only after a near-tie is still caught."""
     greedy = dict(temp=0.0, **kw)
-    a = _tokens(plain, prompt, n, **greedy)
-    b = _tokens(spec, prompt, n, **greedy)
-    if a == b:
-        return
-    i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) if any(
-        x != y for x, y in zip(a, b)) else min(len(a), len(b))
-    assert i < min(len(a), len(b)), f"one output is a prefix of the other at {i}"
-    gap = _gap_at(plain, plain.tokenize(prompt.encode(), special=True), a[:i], a[i], b[i])
-    assert gap < NEAR_TIE, f"greedy outputs diverge at token {i} where the logit gap is {gap}"
+    prompt_tokens = plain.tokenize(prompt.encode(), special=True)
+    prefix: list = []
+    for _ in range(4):  # at most a few near-ties in one text
+        a = _tokens(plain, prompt, n - len(prefix), prefix, **greedy)
+        b = _tokens(spec, prompt, n - len(prefix), prefix, **greedy)
+        if a == b:
+            return
+        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        assert i < min(len(a), len(b)), f"one output is a prefix of the other at {len(prefix) + i}"
+        gap = _gap_at(plain, prompt_tokens, prefix + a[:i], a[i], b[i])
+        assert gap < NEAR_TIE, (f"greedy outputs diverge at token {len(prefix) + i} where the "
+                                f"logit gap is {gap}")
+        prefix += a[: i + 1]
+        if len(prefix) >= n:
+            return
+    raise AssertionError(f"more than 4 near-tie divergences in {n} tokens")
 
 
 def test_greedy_lookup_equals_plain_greedy(plain, spec_lookup):
