@@ -13,7 +13,6 @@ is stopped after it. Nothing is asserted about speed: the numbers go in the summ
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

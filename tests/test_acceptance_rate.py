@@ -13,16 +13,13 @@ The smallest acceptance bias detected with power >= 0.9 is 2.2-2.3% in these cas
 p comes from the independent numpy reference (reference.py), q from a perturbed copy of the
 target (a plausible draft model), dense and sparse.
 """
-from dataclasses import replace
 from math import erf, sqrt
 
 import numpy as np
 import pytest
 
-import pyspec
-from pyspec import Purpose
 from reference import peaked_logits, reference_distribution
-from test_exactness import COMBOS, DEFAULT, draft_for
+from test_exactness import COMBOS, DEFAULT, draft_for, verify_over_seeds
 
 ALPHA = 1e-3
 Z_CRIT = 3.2905  # two-sided normal quantile at ALPHA
@@ -47,26 +44,9 @@ def z_score(accepted: int, n: int, rate: float) -> float:
     return (accepted - n * rate) / sqrt(n * rate * (1 - rate))
 
 
-def accepted_count(rows, draft, params, n=N, sparse=False, chunk=10_000):
-    """Accepted drafts over seeds 0..n-1: each seed drafts x ~ q on the DRAFT stream and
-    verifies one row."""
-    V = rows.shape[1]
-    if sparse:
-        support = np.flatnonzero(draft.probs).astype(np.int32)
-        probs = pyspec.SparseDraftProbs(support[None, :], draft.probs[support][None, :])
-    else:
-        probs = draft.probs[None, :]
-    u = np.array([pyspec.uniform(s, 0, Purpose.DRAFT) for s in range(n)])
-    xs = np.minimum(np.searchsorted(draft.cum, u * draft.cum[-1], side="right"),
-                    np.flatnonzero(draft.probs > 0)[-1])
-    total = 0
-    for start in range(0, n, chunk):
-        requests = [pyspec.VerifyRequest(rows[:2], [int(xs[s])], probs, replace(params, seed=s), 0)
-                    for s in range(start, min(n, start + chunk))]
-        results = pyspec.verify_batch(requests, check_draft_probs=(start == 0))
-        total += sum(r.n_accepted for r in results)
-    assert V == rows.shape[1]
-    return total
+def accepted_count(rows, draft, params, n=N, sparse=False):
+    """Accepted drafts over seeds 0..n-1 (one verify row each)."""
+    return sum(r.n_accepted for r in verify_over_seeds(rows, draft, params, n, sparse))
 
 
 CASES = [("default", DEFAULT)] + [(f"combo{i}", c) for i, c in enumerate(COMBOS)]

@@ -246,7 +246,9 @@ def _llr_z(tokens, p, wrong):
     return (w[tokens].sum() - len(tokens) * m0) / np.sqrt(len(tokens) * v0)
 
 
-def _emitted_first_tokens(rows, draft, params, n, sparse):
+def verify_over_seeds(rows, draft, params, n, sparse=False, chunk=10_000):
+    """One verify row per seed 0..n-1, through verify_batch: seed s drafts x ~ q on the DRAFT
+    stream and verifies it with params keyed by s. Returns the VerifyResults in seed order."""
     if sparse:
         support = np.flatnonzero(draft.probs).astype(np.int32)
         probs = pyspec.SparseDraftProbs(support[None, :], draft.probs[support][None, :])
@@ -255,14 +257,17 @@ def _emitted_first_tokens(rows, draft, params, n, sparse):
     u = np.array([pyspec.uniform(s, 0, Purpose.DRAFT) for s in range(n)])
     xs = np.minimum(np.searchsorted(draft.cum, u * draft.cum[-1], side="right"),
                     np.flatnonzero(draft.probs > 0)[-1])
-    out = np.empty(n, dtype=np.int64)
-    for start in range(0, n, 10_000):
-        stop = min(n, start + 10_000)
+    results = []
+    for start in range(0, n, chunk):
         requests = [pyspec.VerifyRequest(rows[:2], [int(xs[s])], probs, replace(params, seed=s), 0)
-                    for s in range(start, stop)]
-        out[start:stop] = [r.tokens[0] for r in
-                           pyspec.verify_batch(requests, check_draft_probs=(start == 0))]
-    return out
+                    for s in range(start, min(n, start + chunk))]
+        # The rows are checked once; they are the same in every request.
+        results += pyspec.verify_batch(requests, check_draft_probs=(start == 0))
+    return results
+
+
+def _emitted_first_tokens(rows, draft, params, n, sparse):
+    return np.array([r.tokens[0] for r in verify_over_seeds(rows, draft, params, n, sparse)])
 
 
 # Each wrong library, and a drafter that exposes it: an acceptance bias shows where the
