@@ -163,7 +163,11 @@ def main(argv=None) -> int:
 def _dispatch(parser, args) -> int:
     if args.command == "generate":
         for flag, path in (("-m", args.model), ("-md", args.model_draft)):
-            if path is not None and not os.path.isfile(path):
+            if path is None:
+                continue
+            if os.path.isdir(path):
+                parser.error(f"{flag} {path}: is a directory; give the path of a .gguf file")
+            if not os.path.isfile(path):
                 parser.error(f"{flag} {path}: no such file")
         try:
             return _run(args.model, args.model_draft or "lookup", args)

@@ -46,12 +46,16 @@ def test_generate_reports_a_missing_model_clearly(tmp_path):
     out = _run("generate", "-m", str(tmp_path / "missing.gguf"), "-n", "4")
     assert out.returncode == 2
     assert "missing.gguf: no such file" in out.stderr and "Traceback" not in out.stderr
+    out = _run("generate", "-m", str(tmp_path), "-n", "4")  # a directory is named as one
+    assert out.returncode == 2
+    assert "is a directory; give the path of a .gguf file" in out.stderr
 
 
 def test_an_incompatible_draft_is_reported_without_a_traceback(qwen_path, gemma_path):
     out = _run("generate", "-m", qwen_path, "-md", gemma_path, "-n", "4")
     assert out.returncode == 1
-    assert "pyspec: error: draft and target differ" in out.stderr and "Traceback" not in out.stderr
+    assert "pyspec: error: draft and target differ in vocabulary type: target BPE" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_unknown_model_name_is_a_clear_error():

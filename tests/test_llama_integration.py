@@ -300,7 +300,9 @@ def test_repetition_penalties_are_verified_not_dropped(plain, spec_lookup):
 
 
 def test_incompatible_draft_vocabulary_is_refused(qwen_path, gemma_path):
-    with pytest.raises(VocabularyMismatchError, match="differ"):
+    # Named in words a user knows: Qwen's byte-level BPE against Gemma's SentencePiece.
+    with pytest.raises(VocabularyMismatchError,
+                       match=r"vocabulary type: target BPE \(2\), draft SPM \(1\)"):
         SpeculativeLlama(qwen_path, draft=gemma_path, **KW)
 
 

@@ -17,6 +17,20 @@ def _vocab(llama):
     return llama_cpp.llama_model_get_vocab(llama.model)
 
 
+# llama.cpp's vocabulary types by name (SPM: SentencePiece, as in Llama 2 and Gemma; BPE:
+# byte-level BPE, as in Qwen and Llama 3; ...), so an error says "SPM" rather than "1".
+VOCAB_TYPE_NAMES = {getattr(llama_cpp, name): name[len("LLAMA_VOCAB_TYPE_"):]
+                    for name in dir(llama_cpp) if name.startswith("LLAMA_VOCAB_TYPE_")}
+
+
+def _describe(what: str, value) -> str:
+    if what == "vocabulary type":
+        return f"{VOCAB_TYPE_NAMES.get(value, 'unknown')} ({value})"
+    if what.endswith("flag"):
+        return "on" if value else "off"
+    return repr(value)
+
+
 def check_compatible(target, draft, *, sample_every: int = 1) -> None:
     """Raises VocabularyMismatchError naming the first difference."""
     vt, vd = _vocab(target), _vocab(draft)
@@ -30,7 +44,8 @@ def check_compatible(target, draft, *, sample_every: int = 1) -> None:
     for what, fn in checks:
         a, b = fn(vt), fn(vd)
         if a != b:
-            raise VocabularyMismatchError(f"draft and target differ in {what}: target {a}, draft {b}")
+            raise VocabularyMismatchError(f"draft and target differ in {what}: target "
+                                          f"{_describe(what, a)}, draft {_describe(what, b)}")
     nt, nd = llama_cpp.llama_vocab_n_tokens(vt), llama_cpp.llama_vocab_n_tokens(vd)
     if abs(nt - nd) > MAX_VOCAB_SIZE_DIFFERENCE:
         raise VocabularyMismatchError(
