@@ -5,10 +5,7 @@ Exit status 0 when everything pyspec needs works; 1 with the reasons otherwise. 
 """
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
@@ -45,20 +42,16 @@ def check_pyspec(report: Report) -> None:
 
 
 def check_llama(report: Report) -> None:
-    from .llama_build import LLAMA_CPP_PYTHON_VERSION, cpu_flags, installed_build
+    from .llama_build import (LLAMA_CPP_PYTHON_VERSION, LlamaBuildError, cpu_flags,
+                              installed_build, probe_installed)
     from .llama_guard import amx_crash_reason, build_features
 
-    # In a child process: a broken llama-cpp-python must not take the doctor down with it.
-    code = ("import llama_cpp; print(llama_cpp.__version__); "
-            "print(llama_cpp.llama_print_system_info().decode())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
-        report.add(FAIL, "llama-cpp-python", f"does not import ({last}); install it with "
+    try:  # in a child process: a broken llama-cpp-python must not take the doctor down
+        version, info = probe_installed()
+    except LlamaBuildError as exc:
+        report.add(FAIL, "llama-cpp-python", f"{exc}; install it with "
                                              f"`python3 -m pyspec install-llama`")
         return
-    version, _, info = out.stdout.partition("\n")
-    version, info = version.strip(), info.strip()
     if version != LLAMA_CPP_PYTHON_VERSION:
         report.add(FAIL, "llama-cpp-python", f"version {version}; pyspec is built and tested "
                                              f"against {LLAMA_CPP_PYTHON_VERSION} "
@@ -109,25 +102,15 @@ def check_models(report: Report) -> None:
             report.add(OK, f"model {spec.name}", str(path))
 
 
-def _cost_file_problem(path: Path) -> str:
-    """Why the loop would ignore this cost-cache file ('' when it would use it)."""
-    from .llama.cost_cache import parse_ratios
-    from .llama.costs import validate_ratios
-
-    try:
-        return validate_ratios(parse_ratios(path.read_text()))
-    except (OSError, ValueError) as exc:
-        return f"unreadable ({exc})"
-
-
 def check_cost_cache(report: Report) -> None:
+    from .llama.cost_cache import cache_enabled, read_ratios
     from .models import cache_dir
 
-    if os.environ.get("PYSPEC_COST_CACHE", "").lower() in ("0", "off", "no", "false"):
+    if not cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")
         return
     files = sorted((cache_dir() / "costs").glob("*.json"))
-    bad = [(f, why) for f in files for why in [_cost_file_problem(f)] if why]
+    bad = [(f, why) for f in files for why in [read_ratios(f)[1]] if why]
     for f, why in bad:
         report.add(WARN, "cost cache", f"{f.name}: {why}; it is ignored (delete it to tidy up)")
     report.add(OK, "cost cache", f"{len(files)} file(s) in {cache_dir() / 'costs'}, "

@@ -242,20 +242,30 @@ def _pip_install(args: list) -> None:
         raise LlamaBuildError(f"pip install failed (exit {rc}): {' '.join(cmd)}")
 
 
-def _check_installed() -> str:
-    """Ask the freshly installed library (in a new process) for its features."""
+def probe_installed() -> tuple:
+    """(version, llama_print_system_info()) of the installed llama-cpp-python, asked in a new
+    process (a broken or crashing build must not take the caller down with it)."""
     code = ("import llama_cpp; print(llama_cpp.__version__); "
             "print(llama_cpp.llama_print_system_info().decode())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if out.returncode != 0:
-        raise LlamaBuildError(f"the installed llama-cpp-python does not import:\n{out.stderr[-2000:]}")
+        last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise LlamaBuildError(f"llama-cpp-python does not import ({last})")
     version, _, info = out.stdout.partition("\n")
-    if version.strip() != LLAMA_CPP_PYTHON_VERSION:
+    return version.strip(), info.strip()
+
+
+def _check_installed() -> str:
+    """The freshly installed library's features, checked: right version, no AMX."""
+    from .llama_guard import build_features  # (llama_guard imports this module)
+
+    version, info = probe_installed()
+    if version != LLAMA_CPP_PYTHON_VERSION:
         raise LlamaBuildError(f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, "
-                              f"found {version.strip()}")
-    if "AMX_INT8 = 1" in info:
+                              f"found {version}")
+    if build_features(info).get("AMX_INT8") == "1":
         raise LlamaBuildError(f"the installed llama-cpp-python still has AMX compiled in: {info}")
-    return info.strip()
+    return info
 
 
 def install(user_cmake_args: str | None = None, *, force: bool = False,

@@ -194,6 +194,25 @@ def check_dense_rows_sum_to_one(q: np.ndarray) -> None:
                               f"must be in [0, 1]")
 
 
+_POINTER_BITS = 8 * ffi.sizeof("void *")
+
+
+def _check_address(address, name: str) -> int:
+    """A raw host address as an int: non-null and within a pointer (ffi.cast would silently
+    keep only the low bits of a larger int)."""
+    if (isinstance(address, bool) or not isinstance(address, (int, np.integer))
+            or not 0 < address < 2**_POINTER_BITS):
+        raise PyspecError(f"{name} must be a non-null address that fits in a pointer "
+                          f"({_POINTER_BITS} bits), got {address!r}", 1)
+    return int(address)
+
+
+def _check_n_vocab(n_vocab, name: str) -> int:
+    if isinstance(n_vocab, bool) or not isinstance(n_vocab, (int, np.integer)) or not 1 <= n_vocab < 2**31:
+        raise _arrays.shape_error(f"{name} must be an int in [1, 2**31), got {n_vocab!r}")
+    return int(n_vocab)
+
+
 def check_position(position, n_draft: int = 0) -> int:
     """The absolute position of row 0 as an int; rows 0..n_draft must all fit in 63 bits."""
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
@@ -415,15 +434,9 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     apart (default ``n_vocab``). Nothing is copied; the caller keeps the buffer alive.
     ``check_draft_probs`` as in ``verify``.
     """
-    if (isinstance(logits_address, bool) or not isinstance(logits_address, (int, np.integer))
-            or not 0 < logits_address < 2**(8 * ffi.sizeof("void *"))):
-        raise PyspecError(f"logits_address must be a non-null address that fits in a pointer "
-                          f"({8 * ffi.sizeof('void *')} bits), got {logits_address!r}", 1)
-    logits_address = int(logits_address)
+    logits_address = _check_address(logits_address, "logits_address")
     code = _arrays.dtype_code(dtype)
-    if isinstance(n_vocab, bool) or not isinstance(n_vocab, (int, np.integer)) or not 1 <= n_vocab < 2**31:
-        raise _arrays.shape_error(f"n_vocab must be an int in [1, 2**31), got {n_vocab!r}")
-    n_vocab = int(n_vocab)
+    n_vocab = _check_n_vocab(n_vocab, "n_vocab")
     if row_stride is not None and (isinstance(row_stride, bool)
                                    or not isinstance(row_stride, (int, np.integer))
                                    or not n_vocab <= row_stride < 2**62):
@@ -452,14 +465,9 @@ def _single_row(logits, params, penalty_history=None):
     c_params = ffi.new("pyspec_sampling_params *")
     if isinstance(logits, LogitsPointer):
         code = _arrays.dtype_code(logits.dtype)
-        address, n_vocab = logits.address, logits.n_vocab
-        if (isinstance(address, bool) or not isinstance(address, (int, np.integer))
-                or not 0 < address < 2**(8 * ffi.sizeof("void *"))):
-            raise PyspecError(f"LogitsPointer.address must be a non-null address that fits in "
-                              f"a pointer, got {address!r}", 1)
-        if isinstance(n_vocab, bool) or not isinstance(n_vocab, (int, np.integer)) or not 1 <= n_vocab < 2**31:
-            raise _arrays.shape_error(f"LogitsPointer.n_vocab must be an int in [1, 2**31), got {n_vocab!r}")
-        ptr, n_vocab, keep = ffi.cast(_VOID_P, int(address)), int(n_vocab), None
+        address = _check_address(logits.address, "LogitsPointer.address")
+        n_vocab = _check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
+        ptr, keep = ffi.cast(_VOID_P, address), None
     else:
         arr, code, _ = _arrays.logits_rows(logits, "logits", 1)
         ptr, n_vocab, keep = ffi.cast(_VOID_P, _arrays.address(arr)), arr.shape[1], arr

@@ -72,19 +72,23 @@ def parse_ratios(text: str) -> dict:
     return values
 
 
+def read_ratios(path: Path):
+    """(the shape in the file, '') or (None, why the loop ignores the file)."""
+    try:
+        ratios = parse_ratios(path.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable ({exc})"
+    problem = validate_ratios(ratios)
+    return (None, problem) if problem else (ratios, "")
+
+
 def load_ratios(path: Optional[Path]) -> Optional[dict]:
     """The cached shape, or None (no file, or a file that is ignored with one warning)."""
     if path is None or not path.is_file():
         return None
-    try:
-        ratios = parse_ratios(path.read_text())
-    except (OSError, ValueError) as exc:
-        log.warning("pyspec: ignoring the cost cache %s: unreadable (%s)", path, exc)
-        return None
-    problem = validate_ratios(ratios)
+    ratios, problem = read_ratios(path)
     if problem:
         log.warning("pyspec: ignoring the cost cache %s: %s", path, problem)
-        return None
     return ratios
 
 
