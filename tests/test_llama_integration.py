@@ -147,6 +147,38 @@ def test_max_tokens_and_seeded_sampling_are_reproducible(qwen_path):
     assert texts[0] == texts[1]
 
 
+def test_a_fresh_prompt_costs_one_decode_and_gives_plain_logits_bit_for_bit(qwen_path, plain):
+    """The prompt is evaluated as llama-cpp-python evaluates it (one batch when it fits in
+    n_batch): the first token waits for one decode, not two, and its logits are exactly the
+    ones plain llama-cpp-python samples from. A prompt still cached replays only its last
+    token, as llama-cpp-python does."""
+    llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
+    prompt = llm.tokenize(EDIT_PROMPT.encode(), special=True)
+    batches, rows = [], []
+    decode = llm.speculation.decoder.decode
+
+    def counting_decode(tokens, n_past, n_outputs):
+        batches.append(len(tokens))
+        return decode(tokens, n_past, n_outputs)
+
+    def first_row(ids, logits):
+        rows.append(np.array(logits, copy=True))
+        return True  # stop at the first token: only the prompt's decode has run
+
+    llm.speculation.decoder.decode = counting_decode
+    list(llm.generate(prompt, temp=0.0, stopping_criteria=first_row))
+    assert batches == [len(prompt)]
+    plain.reset()
+    plain.eval(prompt)
+    expected = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(plain.ctx, -1),
+                                     shape=(plain.n_vocab(),))
+    assert np.array_equal(rows[0], expected)
+    batches.clear()
+    list(llm.generate(prompt, temp=0.0, stopping_criteria=first_row))
+    assert batches == [1]  # cached: the last prompt token again, for its logits
+    llm.close()
+
+
 def test_bookkeeping_after_many_rejections(qwen_path):
     """Fixed-length lookup drafts on free text: most are rejected. Afterwards the KV cache
     must hold exactly prompt + output, positions consistent with a fresh evaluation."""
@@ -362,10 +394,10 @@ def test_review_regressions(qwen_path, draft_path, plain):
     # a batch above n_batch would abort inside llama.cpp: refused up front
     with pytest.raises(ValueError, match="needs n_batch >= 9"):
         SpeculativeLlama(qwen_path, draft="lookup", draft_max=8, n_batch=4, **KW)
-    # logits_all (logprobs) runs the plain loop, so the scores it reads are real
+    # logits_all=True no longer means the plain loop: the rows are kept speculatively
     llm = SpeculativeLlama(qwen_path, draft="lookup", logits_all=True, **KW)
     out = llm.create_completion(OPEN_PROMPT, max_tokens=4, temperature=0.0, logprobs=1)
-    assert llm.speculation.last.fallback_reason.startswith("logits_all")
+    assert llm.speculation.last.fallback_reason == ""
     assert max(out["choices"][0]["logprobs"]["token_logprobs"]) > -5
     llm.close()
     # a draft Llama that was already used starts from a clean cache
@@ -505,3 +537,79 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
     assert path is None and source == "default"
     assert "cache" not in stats.cost_model + stats.summary()
     assert not list((tmp_path / "costs").glob("*.json"))
+
+
+REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
+          "Pack my box with five dozen liquor jugs. ") * 3
+
+
+BATCH_LOGPROB_NOISE = 0.15  # Gemma 270M: a verify row's logprobs against one-token rows (measured <= 0.08)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_logprobs_are_answered_while_speculating(gemma_path, stream):
+    """logprobs / top logprobs without logits_all: the rows of the emitted tokens (verify rows
+    included) are copied for the requests that ask. Each answer is exactly the log-softmax of
+    the row the verifier decided that token from (captured through stopping_criteria, which
+    sees the same rows); against plain llama-cpp-python's logits_all answer the first token's
+    row is bit for bit the same and later ones differ by batch-shape noise only. With echo, the
+    prompt's rows too. Requests without logprobs copy no row."""
+    kw = dict(n_ctx=512, n_threads=2, verbose=False, seed=0)
+    plain = llama_cpp.Llama(model_path=gemma_path, logits_all=True, **kw)
+    spec = SpeculativeLlama(gemma_path, draft="lookup", draft_max=6, adaptive=False, **kw)
+    assert not spec._logits_all
+    # llama-cpp-python sorts each token's whole row in Python (~0.3 s at Gemma's 262144
+    # entries): few tokens, a short echo prompt.
+    req = dict(max_tokens=16, temperature=0.0, logprobs=3, stream=stream)
+
+    def answer(llm, prompt=REPEAT, **extra):
+        out = llm.create_completion(prompt, **{**req, **extra})
+        if not stream:
+            return out["choices"][0]["text"], out["choices"][0]["logprobs"]
+        text, merged = "", {"tokens": [], "token_logprobs": [], "top_logprobs": []}
+        for chunk in out:
+            text += chunk["choices"][0]["text"]
+            lp = chunk["choices"][0]["logprobs"]
+            if lp is not None:
+                for key in merged:
+                    merged[key] += lp[key]
+        return text, merged
+
+    rows = []
+
+    def capture(ids, logits):  # the loop passes the row each emitted token was decided from
+        rows.append(llama_cpp.Llama.logits_to_logprobs(np.array(logits, copy=True)))
+        return False
+
+    text_p, lp_p = answer(plain)
+    text_s, lp_s = answer(spec, stopping_criteria=llama_cpp.StoppingCriteriaList([capture]))
+    stats = spec.speculation.last
+    assert stats.fallback_reason == "" and stats.verify_steps > 0 and stats.accepted > 0
+    n = len(lp_s["token_logprobs"])
+    assert n >= 12 and len(rows) >= n
+    # exact: greedy emits each row's argmax; its logprob and the top 3 are that row's
+    np.testing.assert_allclose(lp_s["token_logprobs"], [r.max() for r in rows[:n]], rtol=0, atol=1e-6)
+    for top, row in zip(lp_s["top_logprobs"], rows):
+        np.testing.assert_allclose(sorted(top.values(), reverse=True), np.sort(row)[::-1][:3],
+                                   rtol=0, atol=1e-6)
+    # against plain llama-cpp-python: same tokens; the first row is the same computation
+    assert text_s == text_p and lp_s["tokens"] == lp_p["tokens"]
+    assert lp_s["token_logprobs"][0] == lp_p["token_logprobs"][0]
+    np.testing.assert_allclose(lp_s["token_logprobs"], lp_p["token_logprobs"], atol=BATCH_LOGPROB_NOISE)
+    assert not spec._logits_all and spec.speculation.rows_for_request is None
+    if not stream:  # echo: the prompt's own logprobs, from rows kept during its evaluation
+        spec.reset()
+        plain.reset()  # both evaluate the whole prompt in one batch: the same rows
+        short = "The quick brown fox jumps over the lazy dog. The quick"
+        _, echo_p = answer(plain, short, echo=True, max_tokens=2)
+        _, echo_s = answer(spec, short, echo=True, max_tokens=2)
+        assert echo_s["tokens"] == echo_p["tokens"]
+        n_prompt = len(spec.tokenize(short.encode())) - 1  # the BOS has no logprob
+        assert n_prompt >= 10
+        assert echo_s["token_logprobs"][1:n_prompt] == echo_p["token_logprobs"][1:n_prompt]
+    # a request without logprobs copies no row into scores
+    spec.scores[:160] = np.nan
+    spec.create_completion(REPEAT, max_tokens=8, temperature=0.0)
+    assert np.isnan(spec.scores[:160]).all()
+    plain.close()
+    spec.close()

@@ -278,7 +278,6 @@ class DraftModel(Drafter):
         self._evaluated: list = []  # what the draft's KV cache holds, in order
         self._last_row = 0  # address of the logits after the last evaluated token
         self._round = 0     # draws of each round of a request use their own Philox stream
-        self._new_request = True
         self.target_vocab = self.n_vocab
         # A borrowed Llama may hold cells from earlier use: start from an empty cache.
         self._decoder.remove_from(0)
@@ -288,7 +287,6 @@ class DraftModel(Drafter):
         # The streams count rounds from 1 in every request, so that a seed gives the same
         # draws request after request, as it does in llama-cpp-python.
         self._round = 0
-        self._new_request = True
 
     def close(self):
         self._decoder.close()
@@ -319,17 +317,11 @@ class DraftModel(Drafter):
             self._decoder.remove_from(common)
             del self._evaluated[common:]
         todo = context[common:]
-        # A request's first catch-up evaluates its last token on its own, cached prompt or
-        # not, so the draft's probabilities (and with them the output) repeat with the seed:
-        # llama.cpp's logits depend slightly on the batch shape.
-        chunks = [todo[:-1], todo[-1:]] if self._new_request else [todo]
-        self._new_request = False
         step = self.llama.n_batch
-        for part in chunks:
-            for i in range(0, len(part), step):
-                chunk = part[i:i + step]
-                self._last_row = self._decoder.decode(chunk, len(self._evaluated), 1)
-                self._evaluated.extend(chunk)
+        for i in range(0, len(todo), step):
+            chunk = todo[i:i + step]
+            self._last_row = self._decoder.decode(chunk, len(self._evaluated), 1)
+            self._evaluated.extend(chunk)
 
     def _params(self, params: SamplingParams) -> SamplingParams:
         if params.greedy:  # probabilities are needed for p_min; the draft is the argmax

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import logging
 import os
 import secrets
@@ -113,6 +114,10 @@ class Speculation:
                                                 probe_after_veto=self.drafter.free,
                                                 shadowed=self.drafter.free)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
+        self.n_vocab = llama.n_vocab()
+        # (emitted rows, prompt rows) to keep in llama.scores for the request under way, set
+        # by create_completion from its logprobs/echo; None: follow llama._logits_all.
+        self.rows_for_request: Optional[tuple] = None
         # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
         self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))
         self.total = SpeculationStats()
@@ -138,9 +143,10 @@ class Speculation:
         return self.last
 
     # ------------------------------------------------------------------------------------
-    def _evaluate_prompt(self, tokens: list, stats: SpeculationStats) -> int:
+    def _evaluate_prompt(self, tokens: list, stats: SpeculationStats, prompt_rows: bool) -> int:
         """Brings the target's KV cache to `tokens` (reusing the common prefix); returns the
-        address of the logits after the last prompt token."""
+        address of the logits after the last prompt token. ``prompt_rows``: keep every
+        evaluated prompt token's logits in ``scores`` (logprobs with echo)."""
         llama = self.llama
         keep = 0
         if llama.n_tokens > 0:
@@ -153,15 +159,25 @@ class Speculation:
         self.decoder.remove_from(keep)
         llama.n_tokens = keep
         t0 = time.perf_counter()
-        # The last prompt token is evaluated on its own, cached prefix or not: llama.cpp's
-        # logits depend slightly on the batch shape, and a repeated prompt with the same seed
-        # should give the same text whether or not its prefix was still in the cache.
-        body = tokens[keep:-1]
+        # Evaluated as llama-cpp-python's own loop does (chunks of n_batch after the cached
+        # prefix): a fresh prompt costs one decode, and its first token's logits are bit for
+        # bit plain llama-cpp-python's (batched logits differ slightly from one-token ones).
+        body = tokens[keep:]
         for i in range(0, len(body), llama.n_batch):
-            self._decode(body[i: i + llama.n_batch], 1)
-        addr = self._decode(tokens[-1:], 1)
+            chunk = body[i: i + llama.n_batch]
+            n_outputs = len(chunk) if prompt_rows else 1
+            first = self._decode(chunk, n_outputs)
+            addr = first + 4 * self.n_vocab * (n_outputs - 1)  # the chunk's last row
+            if prompt_rows:
+                self._keep_rows(first, keep + i, n_outputs)
         stats.prompt_seconds += time.perf_counter() - t0
         return addr
+
+    def _keep_rows(self, addr: int, position: int, n: int) -> None:
+        """Copies n logits rows into llama-cpp-python's ``scores[position:position + n]``
+        (row p: the logits after the token at p), which its logprobs code reads."""
+        rows = np.ctypeslib.as_array((ctypes.c_float * (n * self.n_vocab)).from_address(addr))
+        self.llama.scores[position: position + n, :] = rows.reshape(n, self.n_vocab)
 
     def _decode(self, batch: list, n_outputs: int) -> int:
         llama = self.llama
@@ -197,8 +213,14 @@ class Speculation:
             raise ValueError("generate needs at least one prompt token")
         self.controller.new_request()  # acceptance depends on the text: the last one is a prior
         self.drafter.start_request()
+        # llama-cpp-python's logprobs read the logits row of every emitted token (and, with
+        # echo, of the prompt) from llama.scores: only copied when a request needs them.
+        emitted_rows, prompt_rows = self.rows_for_request or (llama._logits_all, llama._logits_all)
+        if emitted_rows and llama.scores.shape[0] < self.n_ctx:
+            raise RuntimeError(f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
+                               f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
         try:
-            addr = self._evaluate_prompt(tokens, stats)
+            addr = self._evaluate_prompt(tokens, stats, prompt_rows)
             position = llama.n_tokens  # absolute position of the token being emitted
             t0 = time.perf_counter()
             # The tokens decided but not yet emitted: first the prompt's own sample.
@@ -210,6 +232,8 @@ class Speculation:
             rows = [addr]
             while True:
                 # Emit the tokens of the last step (the first pass: the prompt's sample).
+                if emitted_rows:  # row j decided the token at len(context) + j
+                    self._keep_rows(rows[0], len(context) - 1, len(pending))
                 for j, tok in enumerate(pending):
                     if stopping_criteria is not None and stopping_criteria(
                             np.asarray(context, dtype=np.intc),
@@ -282,8 +306,6 @@ def _speculative_generate(self, tokens, **kwargs):
     reason = unsupported_reason(
         typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"],
         logits_processor=args["logits_processor"], grammar=args["grammar"])
-    if not reason and getattr(self, "_logits_all", False):
-        reason = "logits_all=True (logprobs read llama-cpp-python's per-token scores array)"
     if not reason and not args["reset"]:
         reason = "generate(reset=False)"
     if not reason and (getattr(self, "_is_recurrent", False) or getattr(self, "_is_hybrid", False)):
@@ -302,6 +324,54 @@ def _speculative_generate(self, tokens, **kwargs):
     return spec.generate(tokens, params, args["stopping_criteria"])
 
 
+_COMPLETION_SIGNATURE = inspect.signature(llama_cpp.Llama.create_completion)
+
+
+def _speculative_create_completion(self, *args, **kwargs):
+    """``Llama.create_completion`` with logprobs answered from the verifier's own rows.
+
+    llama-cpp-python reads logprobs from ``scores``, which it fills only with
+    ``logits_all=True`` (and then for every token, asked or not). Here the loop copies the
+    rows of the emitted tokens (and with ``echo`` of the prompt) for the requests that ask for
+    logprobs, and no row otherwise."""
+    spec: Speculation = self._pyspec
+    bound = _COMPLETION_SIGNATURE.bind(self, *args, **kwargs)
+    logprobs = bound.arguments.get("logprobs")
+    echo = bool(bound.arguments.get("echo", False))
+    wants = logprobs is not None
+    if wants and self.scores.shape[0] < spec.n_ctx:  # created with logits_all=False
+        # Address space only: numpy's large allocations are mapped lazily, row by row.
+        self.scores = np.ndarray((spec.n_ctx, spec.n_vocab), dtype=np.single)
+    saved = self._logits_all
+
+    def start():
+        spec.rows_for_request = (wants, wants and echo)
+        self._logits_all = saved or wants  # else llama-cpp-python refuses logprobs
+
+    def finish():
+        spec.rows_for_request = None
+        self._logits_all = saved
+
+    start()
+    try:
+        result = llama_cpp.Llama.create_completion(self, *args, **kwargs)
+    except BaseException:
+        finish()
+        raise
+    finish()
+    if not isinstance(result, types.GeneratorType):
+        return result
+
+    def stream():  # llama-cpp-python's stream runs (and checks logprobs) when iterated
+        start()  # another request may have run between the chunks of this one
+        try:
+            yield from result
+        finally:
+            finish()
+
+    return stream()
+
+
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                        draft_min: int = 0, draft_p_min: float = 0.0,
                        adaptive: bool = True) -> Speculation:
@@ -318,6 +388,7 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
                        draft_p_min=draft_p_min, adaptive=adaptive)
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
+    llama.create_completion = types.MethodType(_speculative_create_completion, llama)
     return spec
 
 
