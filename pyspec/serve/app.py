@@ -1,0 +1,158 @@
+"""pyspec serve's app: llama_cpp.server's own FastAPI app, with speculative models.
+
+Nothing of llama_cpp.server is re-implemented: its app factory builds the routes, request
+models, locks and error handling. pyspec changes three things:
+- the model loader: llama_cpp.server builds its model proxy from the module's ``LlamaProxy``
+  name; pyspec points that name at a subclass whose loader calls llama-cpp-python's own and
+  then ``enable_speculation`` with the model's ``draft`` settings;
+- every completion (streamed or not, chat or not) carries the request's speculation
+  statistics in an extra ``"pyspec"`` field (added by an ASGI middleware: OpenAI clients
+  ignore unknown fields; the openai package exposes it as ``response.model_extra``);
+- ``GET /metrics``: cumulative statistics in Prometheus' text format;
+- bad requests get a 400 with the reason (``invalid_request_error``, as OpenAI's API answers)
+  where llama_cpp.server's route handler would answer 500 for every exception that its
+  message patterns do not know: a request body that fails validation, a bad sampling
+  parameter, a grammar that does not parse.
+"""
+from __future__ import annotations
+
+import logging
+import types
+from typing import Optional
+
+import llama_cpp
+import llama_cpp.server.app as server_app
+from llama_cpp.server.model import LlamaProxy
+
+from ..llama import enable_speculation
+from .metrics import Metrics
+from .request_body import JsonBodyMiddleware
+from .response_stats import ResponseStatsMiddleware, StatsById
+
+log = logging.getLogger("pyspec")
+
+
+def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
+    import pyspec
+
+    spec = llama._pyspec
+    drafter = ("none (plain decoding through pyspec's loop)" if settings.draft == "none"
+               else f"{spec.drafter.name} ({settings.draft})")
+    return (f"pyspec serve: model {alias} ({settings.model}), drafter {drafter}, draft length "
+            f"{settings.draft_min}-{spec.controller.draft_max} "
+            f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
+            f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
+            f"n_ctx {llama.n_ctx()}")
+
+
+class SpeculativeLlamaProxy(LlamaProxy):
+    """llama_cpp.server's model proxy, loading every model as a speculative one."""
+
+    stats_by_id = StatsById()
+    metrics = Metrics()
+
+    @staticmethod
+    def load_llama_from_model_settings(settings) -> llama_cpp.Llama:
+        llama = LlamaProxy.load_llama_from_model_settings(settings)
+        none = settings.draft == "none"
+        try:
+            enable_speculation(llama, "lookup" if none else settings.draft,
+                               draft_max=0 if none else settings.draft_max,
+                               draft_min=0 if none else settings.draft_min,
+                               draft_p_min=settings.draft_p_min, adaptive=settings.adaptive)
+        except BaseException:
+            llama.close()
+            raise
+        alias = settings.model_alias or settings.model
+        _record_requests(llama, alias)
+        message = _describe(alias, llama, settings)
+        log.warning("%s", message)
+        print(message, flush=True)
+        return llama
+
+
+def _record_requests(llama: llama_cpp.Llama, alias: str) -> None:
+    """Wraps the model's create_completion (which chat completions call too): each answer's
+    statistics are filed under its completion id, and added to the metrics when it ends."""
+    spec = llama._pyspec
+    inner = llama.create_completion
+    registry, metrics = SpeculativeLlamaProxy.stats_by_id, SpeculativeLlamaProxy.metrics
+
+    def create_completion(self, *args, **kwargs):
+        result = inner(*args, **kwargs)
+        if not isinstance(result, types.GeneratorType):
+            registry.put(result["id"], spec.last)
+            metrics.add(alias, spec.last)
+            return result
+
+        def stream():
+            filed = False
+            try:
+                for chunk in result:
+                    if not filed:  # spec.last is this request's from its first token on
+                        registry.put(chunk["id"], spec.last)
+                        filed = True
+                    yield chunk
+            finally:
+                if filed:
+                    metrics.add(alias, spec.last)
+
+        return stream()
+
+    llama.create_completion = types.MethodType(create_completion, llama)
+
+
+def _invalid_request(error) -> Optional[str]:
+    """The client's mistake in words, or None when the error is the server's."""
+    from fastapi.exceptions import RequestValidationError
+
+    if isinstance(error, RequestValidationError):
+        parts = []
+        for e in error.errors():
+            where = ".".join(str(x) for x in e.get("loc", ())[1:]) or "body"
+            parts.append(f"{where}: {e.get('msg', 'invalid')}")
+        return "invalid request: " + "; ".join(parts)
+    if isinstance(error, (ValueError, TypeError)):  # raised by the request's own values
+        return f"invalid request: {error}"
+    return None
+
+
+def _route_errors_as_400(handler_class) -> None:
+    """llama_cpp.server's RouteErrorHandler answers 500 to every exception its message
+    patterns do not match (context length, missing model); the client's mistakes get 400."""
+    if getattr(handler_class, "_pyspec_wrapped", False):
+        return
+    original = handler_class.error_message_wrapper
+
+    def error_message_wrapper(self, error, body=None):
+        known = any(p.search(str(error)) for p in self.pattern_and_formatters)
+        message = None if known else _invalid_request(error)
+        if message is None:
+            return original(self, error, body)
+        return 400, {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+
+    handler_class.error_message_wrapper = error_message_wrapper
+    handler_class._pyspec_wrapped = True
+
+
+def create_app(server_settings, model_settings):
+    """llama_cpp.server's app serving ``model_settings`` (SpeculativeModelSettings) with
+    speculative decoding, plus the statistics field and ``/metrics``."""
+    from llama_cpp.server.errors import RouteErrorHandler
+
+    server_app.LlamaProxy = SpeculativeLlamaProxy
+    _route_errors_as_400(RouteErrorHandler)
+    app = server_app.create_app(server_settings=server_settings, model_settings=model_settings)
+    app.add_middleware(ResponseStatsMiddleware, stats_by_id=SpeculativeLlamaProxy.stats_by_id)
+    app.add_middleware(JsonBodyMiddleware)
+    metrics = SpeculativeLlamaProxy.metrics
+
+    from fastapi.responses import PlainTextResponse
+
+    async def prometheus_metrics():
+        return PlainTextResponse(metrics.prometheus_text(),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    app.add_api_route("/metrics", prometheus_metrics, methods=["GET"],
+                      summary="pyspec's cumulative speculation statistics (Prometheus text)")
+    return app

@@ -1,0 +1,62 @@
+"""pyspec serve's settings: llama_cpp.server's own, plus the drafter of each model.
+
+The settings models extend llama-cpp-python's (``ModelSettings``, ``ServerSettings``,
+``ConfigFileSettings``) so every option of ``python -m llama_cpp.server`` keeps its name,
+type, environment variable and config-file key. Changed defaults, and why:
+- ``logits_all`` is off: logprobs are answered from the verifier's own rows per request
+  (llama-cpp-python's default, on, would copy every row of every request).
+- ``interrupt_requests`` is off: llama_cpp.server's default ends a streaming answer as soon
+  as another request arrives; queued clients should each get a complete answer.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from pydantic import Field, field_validator
+from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+
+class SpeculativeModelSettings(ModelSettings):
+    draft: str = Field(
+        default="lookup",
+        description="The drafter: 'lookup' (n-gram lookup in the prompt and output, free), a "
+                    "path to a small GGUF model with the same tokenizer, or 'none' (plain "
+                    "decoding through the same loop).")
+    draft_max: int = Field(default=16, ge=0, le=64, description="Most draft tokens per round.")
+    draft_min: int = Field(default=0, ge=0, le=64, description="Fewest draft tokens per round.")
+    draft_p_min: float = Field(
+        default=0.0, ge=0.0, lt=1.0,
+        description="A draft model stops drafting when its top token's probability falls below this.")
+    adaptive: bool = Field(
+        default=True, description="Choose the draft length per round with the online cost model.")
+    logits_all: bool = Field(
+        default=False,
+        description="Keep every token's logits (llama-cpp-python's way to answer logprobs); not "
+                    "needed here: pyspec keeps the rows of the requests that ask for logprobs.")
+
+    @field_validator("draft_model")
+    @classmethod
+    def _no_llama_cpp_draft_model(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            raise ValueError("draft_model is llama-cpp-python's own prompt-lookup loop (it forces "
+                             "logits_all); with pyspec use draft='lookup' (--lookup) or a GGUF "
+                             "path (-md)")
+        return value
+
+
+class SpeculativeServerSettings(ServerSettings):
+    interrupt_requests: bool = Field(
+        default=False,
+        description="End a streaming answer when another request arrives (llama_cpp.server's "
+                    "default); off here: queued requests wait for their turn.")
+
+
+class SpeculativeSettings(SpeculativeServerSettings, SpeculativeModelSettings):
+    pass
+
+
+class SpeculativeConfigFileSettings(SpeculativeServerSettings):
+    """The config file (JSON or YAML): server settings and a list of models, each with its
+    own ``draft``, ``draft_max``, ..."""
+
+    models: List[SpeculativeModelSettings] = Field(default=[], description="Model configs")

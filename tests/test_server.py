@@ -1,0 +1,223 @@
+"""``pyspec serve`` with the real client: the official ``openai`` package against a server
+started here on 127.0.0.1 (an ephemeral port) with the real Gemma 3 270M model.
+
+The server runs a fixed draft length (``--adaptive false``) so that one prompt's batch shapes,
+and with them its greedy text, repeat from request to request: any mixing of two requests'
+KV state, or a cache left inconsistent by a client that went away, changes the text.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai", reason="the server tests need the openai package (pip install '.[test]')")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
+
+pytestmark = pytest.mark.model
+
+REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
+          "Pack my box with five dozen liquor jugs. The quick brown fox")
+OTHER = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(gemma_path, tmp_path_factory):
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    log = open(log_path, "w")
+    env = dict(os.environ, PYSPEC_COST_CACHE="off")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyspec", "serve", "-m", gemma_path, "--host", "127.0.0.1",
+         "--port", str(port), "-c", "1024", "-t", "2", "--draft-max", "4", "--adaptive", "false",
+         "--verbose", "false", "--chat_format", "gemma"],  # the GGUF has no template
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"pyspec serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            proc.kill()
+            raise RuntimeError(f"pyspec serve did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield base, log_path
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"{server[0]}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def _greedy(client, prompt, n=16, **kw):
+    out = client.completions.create(model="gemma", prompt=prompt, max_tokens=n, temperature=0.0, **kw)
+    return out.choices[0].text
+
+
+def test_start_up_says_what_runs(server):
+    text = server[1].read_text()
+    assert "pyspec serve: model" in text and "drafter lookup" in text and "2 threads" in text
+
+
+def test_completion_and_chat_with_statistics(client):
+    out = client.completions.create(model="gemma", prompt=REPEAT, max_tokens=16, temperature=0.0)
+    assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 16
+    stats = out.model_extra["pyspec"]
+    assert stats["speculative"] and stats["verify_steps"] > 0 and stats["accepted_tokens"] > 0
+    assert 0.0 < stats["acceptance_rate"] <= 1.0
+    chat = client.chat.completions.create(
+        model="gemma", messages=[{"role": "user", "content": "Say hello in three words."}],
+        max_tokens=12, temperature=0.0)
+    assert chat.choices[0].message.content
+    assert chat.model_extra["pyspec"]["speculative"]
+
+
+def test_streaming_completion_and_chat(client):
+    whole = _greedy(client, REPEAT)
+    chunks = list(client.completions.create(model="gemma", prompt=REPEAT, max_tokens=16,
+                                            temperature=0.0, stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == whole
+    assert "pyspec" in chunks[-1].model_extra and chunks[-1].choices[0].finish_reason == "length"
+    assert all("pyspec" not in c.model_extra for c in chunks[:-1])  # once, on the last chunk
+    parts = list(client.chat.completions.create(
+        model="gemma", messages=[{"role": "user", "content": "Count from one to five."}],
+        max_tokens=12, temperature=0.0, stream=True))
+    text = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
+    assert text
+    assert any("pyspec" in p.model_extra for p in parts)
+
+
+def test_stop_strings_seeds_and_max_tokens(client):
+    out = client.completions.create(model="gemma", prompt=REPEAT, max_tokens=32, temperature=0.0,
+                                    stop=["lazy"])
+    assert out.choices[0].finish_reason == "stop" and "lazy" not in out.choices[0].text
+    a = client.completions.create(model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7)
+    b = client.completions.create(model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7)
+    assert a.choices[0].text == b.choices[0].text  # fixed draft length: same batch shapes
+    assert a.usage.completion_tokens <= 12
+
+
+def test_logprobs_while_speculating(client):
+    out = client.completions.create(model="gemma", prompt=REPEAT, max_tokens=8, temperature=0.0,
+                                    logprobs=2)
+    lp = out.choices[0].logprobs
+    assert out.model_extra["pyspec"]["speculative"]  # answered by the speculative loop
+    assert len(lp.token_logprobs) == len(lp.tokens) == 8
+    assert all(v <= 0.0 for v in lp.token_logprobs)
+    for token, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert max(top.values()) == pytest.approx(value, abs=1e-6)  # greedy: the top one
+    chat = client.chat.completions.create(
+        model="gemma", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=4,
+        temperature=0.0, logprobs=True, top_logprobs=2)
+    content = chat.choices[0].logprobs.content
+    assert content and all(len(c.top_logprobs) == 2 for c in content)
+
+
+def test_concurrent_clients_get_complete_unmixed_answers(client):
+    """8 clients x 4 requests at once: queued by llama_cpp.server's lock, never interrupted
+    (pyspec serve turns interrupt_requests off), each greedy answer the one its prompt gets
+    alone."""
+    expected = {p: _greedy(client, p) for p in (REPEAT, OTHER)}
+    answers, errors = [], []
+
+    def worker(i):
+        for j in range(4):
+            prompt = (REPEAT, OTHER)[(i + j) % 2]
+            try:
+                out = client.completions.create(model="gemma", prompt=prompt, max_tokens=16,
+                                                temperature=0.0, stream=(j % 2 == 1))
+                if j % 2 == 1:
+                    text = "".join(c.choices[0].text for c in out)
+                else:
+                    text = out.choices[0].text
+                answers.append((prompt, text))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors[:3]
+    assert len(answers) == 32
+    for prompt, text in answers:
+        assert text == expected[prompt]
+
+
+def test_a_client_that_leaves_mid_stream_leaves_the_model_consistent(server, client):
+    before = _greedy(client, REPEAT)
+    body = dict(model="gemma", prompt=OTHER, max_tokens=200, temperature=0.0, stream=True)
+    with httpx.stream("POST", f"{server[0]}/v1/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        for i, _ in enumerate(response.iter_lines()):
+            if i >= 6:
+                break  # the connection closes here, mid-answer
+    assert _greedy(client, REPEAT) == before
+    assert _greedy(client, OTHER, n=8) == _greedy(client, OTHER, n=8)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(top_p=7.0), "top_p"),
+    (dict(max_tokens=-5), "max_tokens"),
+    (dict(extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
+    (dict(extra_body={"top_k": -3}), "top_k"),
+])
+def test_bad_requests_get_400_with_the_reason(client, kw, words):
+    args = dict(model="gemma", prompt="hi", max_tokens=3)
+    args.update(kw)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(**args)
+    assert words in str(info.value)
+    assert _greedy(client, "hi", n=3) is not None  # the server is still there
+
+
+def test_a_body_that_is_not_json_gets_400(server):
+    r = httpx.post(f"{server[0]}/v1/completions", content=b"not json",
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+
+
+def test_metrics_in_prometheus_text(server, client):
+    client.completions.create(model="gemma", prompt="hi", max_tokens=2,
+                              extra_body={"grammar": 'root ::= "yes" | "no"'})
+    text = httpx.get(f"{server[0]}/metrics").text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    assert all(name.startswith("pyspec_") for name in samples)
+    requests = [v for k, v in samples.items() if k.startswith("pyspec_requests_total")]
+    assert requests and requests[0] >= 5
+    assert any(k.startswith("pyspec_fallback_requests_total") and "grammar" in k and v >= 1
+               for k, v in samples.items())
+    rate = [v for k, v in samples.items() if k.startswith("pyspec_generation_tokens_per_second")]
+    assert rate and rate[0] > 0
+    accepted = [v for k, v in samples.items() if k.startswith("pyspec_accepted_tokens_total")]
+    assert accepted and accepted[0] > 0
