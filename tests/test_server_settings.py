@@ -1,0 +1,57 @@
+"""pyspec serve's settings and command line (no model loaded): llama_cpp.server's options
+keep their names, pyspec's defaults make speculation run, mistakes are named."""
+import json
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
+pytest.importorskip("pydantic_settings")
+
+from pyspec.serve import build_parser, load_settings, main  # noqa: E402
+
+
+def _settings(*argv):
+    return load_settings(build_parser().parse_args(list(argv)))
+
+
+def test_short_options_and_defaults(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    server, (settings,) = _settings("-m", str(model), "--draft-max", "8", "--port", "9001")
+    assert (settings.model, settings.draft, settings.draft_max) == (str(model), "lookup", 8)
+    assert settings.logits_all is False  # logprobs are answered per request without it
+    assert server.interrupt_requests is False and server.port == 9001
+    _, (settings,) = _settings("-m", str(model), "-md", str(model), "--draft_p_min", "0.3")
+    assert settings.draft == str(model) and settings.draft_p_min == 0.3
+    _, (settings,) = _settings("--model", str(model), "--no-draft")
+    assert settings.draft == "none"
+
+
+def test_config_file_with_a_drafter_per_model(tmp_path):
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    for p in (a, b):
+        p.write_bytes(b"GGUF")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"port": 9100, "models": [
+        {"model": str(a), "model_alias": "coder", "draft": str(b), "draft_max": 6},
+        {"model": str(b), "model_alias": "small", "draft": "lookup", "adaptive": False}]}))
+    server, models = _settings("--config_file", str(config))
+    assert server.port == 9100 and server.interrupt_requests is False
+    assert [(m.model_alias, m.draft, m.draft_max, m.adaptive) for m in models] == [
+        ("coder", str(b), 6, True), ("small", "lookup", 16, False)]
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([], "give the target model with -m"),
+    (["-m", "/no/such/model.gguf"], "no such file"),
+    (["-m", "{dir}"], "is a directory"),
+    (["-m", "{model}", "--draft_max", "99"], "draft_max"),
+    (["-m", "{model}", "--draft_model", "prompt-lookup-decoding"], "use draft='lookup'"),
+    (["--config_file", "/no/such/config.json"], "no such file"),
+])
+def test_mistakes_are_named(tmp_path, capsys, argv, words):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    argv = [a.format(dir=tmp_path, model=model) for a in argv]
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err
