@@ -54,13 +54,19 @@ def _find_library() -> Path:
 
     for directory in [_HERE, *map(Path, getattr(pyspec, "__path__", []))]:
         path = directory / _library_name()
-        searched.append(str(path))
+        if str(path) not in searched:
+            searched.append(str(path))
         if path.is_file():
             return path
+    hint = ""
+    if (_HERE.parent / "CMakeLists.txt").is_file():  # imported from a source checkout
+        hint = (f" This is the source tree ({_HERE.parent}): Python imported pyspec from it "
+                "instead of the installed package; run from another directory (cd ~) after "
+                "`pip install .`, or set " + LIBRARY_ENV + " to a library built with CMake.")
     raise ImportError(
         "pyspec: the compiled library was not found (looked in: " + ", ".join(searched)
         + f"). Install the package with `pip install .`, or point {LIBRARY_ENV} at a built "
-        "libpyspec."
+        "libpyspec." + hint
     )
 
 

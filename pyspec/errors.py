@@ -13,6 +13,11 @@ class PyspecError(ValueError):
             self.status = status
 
 
+class InvalidRequestError(ValueError):
+    """A request's own values cannot be served (a grammar that does not parse, ...): the
+    caller's mistake, which pyspec serve answers with a 400."""
+
+
 class LogitsError(PyspecError):
     """Logits hold NaN or +inf, or a row has no finite value."""
 

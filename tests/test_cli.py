@@ -26,6 +26,44 @@ def test_generate_streams_text_and_prints_statistics(qwen_path):
     assert "tok/s" in out.stderr
 
 
+def test_generate_uses_the_chat_template_and_says_so(qwen_path, tmp_path):
+    out = _run("generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0")
+    assert out.returncode == 0, out.stderr
+    assert "prompt in the model chat template" in out.stderr and out.stdout.strip()
+    raw = _run("generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0", "--raw")
+    assert raw.returncode == 0 and "prompt as given (raw)" in raw.stderr
+    assert raw.stdout != out.stdout  # the template changed what the model saw
+    # a prompt from a file, and from standard input, with a system message
+    path = tmp_path / "prompt.txt"
+    path.write_text("Say hi.")
+    from_file = _run("generate", "-m", qwen_path, "-f", str(path), "-n", "8", "--temp", "0")
+    assert from_file.stdout == out.stdout
+    stdin = subprocess.run([sys.executable, "-m", "pyspec", "generate", "-m", qwen_path, "-f", "-",
+                            "-n", "8", "--temp", "0", "--system", "Answer in French."],
+                           input="Say hi.", capture_output=True, text=True, timeout=300)
+    assert stdin.returncode == 0 and stdin.stdout.strip() and stdin.stdout != out.stdout
+    bad = _run("generate", "-m", qwen_path, "-p", "hi", "--system", "x", "--raw")
+    assert bad.returncode == 2 and "--system needs the chat template" in bad.stderr
+
+
+def test_plain_no_draft_and_compare_modes(gemma_path):
+    prompt = "# file: a.py\nx = 1\ny = 2\nz = 3\n# file: b.py (copy of a.py)\nx = 1\n"
+    plain = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--plain")
+    assert plain.returncode == 0, plain.stderr
+    assert "llama-cpp-python's own loop" in plain.stderr and "drafted" not in plain.stderr
+    no_draft = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--no-draft")
+    assert no_draft.returncode == 0 and "drafted 0" in no_draft.stderr
+    assert "0 verify" in no_draft.stderr and no_draft.stdout == plain.stdout
+    compare = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--compare")
+    assert compare.returncode == 0, compare.stderr
+    assert re.search(r"plain llama-cpp-python: \d+ tokens, [\d.]+ tok/s after the first", compare.stderr)
+    assert ("the two texts are the same" in compare.stderr) != ("the texts differ from character" in compare.stderr)
+    # llama.cpp's own warnings stay silent without --verbose
+    assert "llama_kv_cache" not in plain.stderr + no_draft.stderr + compare.stderr
+    loud = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "2", "--verbose")
+    assert "llama_kv_cache" in loud.stderr
+
+
 def test_demo_runs_the_default_pair_and_explains_a_declined_draft_model():
     # The default pair on a small machine: the 0.5B draft costs about half the 1.5B target per
     # token, so the cost model mostly decodes plainly, and the demo says why.

@@ -598,9 +598,11 @@ def test_logprobs_are_answered_while_speculating(gemma_path, stream):
     np.testing.assert_allclose(lp_s["token_logprobs"], lp_p["token_logprobs"], atol=BATCH_LOGPROB_NOISE)
     assert not spec._logits_all and spec.speculation.rows_for_request is None
     if not stream:  # echo: the prompt's own logprobs, from rows kept during its evaluation
-        spec.reset()
-        plain.reset()  # both evaluate the whole prompt in one batch: the same rows
         short = "The quick brown fox jumps over the lazy dog. The quick"
+        # the prompt is in spec's cache from a request without logprobs (no rows kept then):
+        # echo must evaluate it afresh, not answer from rows of earlier requests
+        spec.create_completion(short, max_tokens=2, temperature=0.0)
+        plain.reset()  # a fresh plain evaluation: the whole prompt in one batch
         _, echo_p = answer(plain, short, echo=True, max_tokens=2)
         _, echo_s = answer(spec, short, echo=True, max_tokens=2)
         assert echo_s["tokens"] == echo_p["tokens"]

@@ -236,6 +236,15 @@ class CallableDrafter(Drafter):
         return Draft(ids.tolist(), None, time.perf_counter() - t0)
 
 
+def draw_from(ids: np.ndarray, probs: np.ndarray, u):
+    """The draft token(s) for uniform(s) u: inverse CDF over (ids, probs) in their order.
+    The verifier is told q = probs, so this must draw exactly from probs (its acceptance
+    rate is tested against sum(min(p, q)) over 100,000 uniforms)."""
+    cum = np.cumsum(probs, dtype=np.float64)
+    at = np.searchsorted(cum, np.asarray(u) * cum[-1], side="right")
+    return ids[np.minimum(at, ids.size - 1)]
+
+
 class DraftModel(Drafter):
     """A small GGUF model in its own llama.cpp context, sharing the target's tokenizer.
 
@@ -357,8 +366,7 @@ class DraftModel(Drafter):
                 x = int(ids[0])
             else:
                 u = uniform(params.seed, position + j, Purpose.DRAFT, stream=self._round)
-                cum = np.cumsum(probs, dtype=np.float64)
-                x = int(ids[min(int(np.searchsorted(cum, u * cum[-1], side="right")), ids.size - 1)])
+                x = int(draw_from(ids, probs, u))
             tokens.append(x)
             rows.append((ids, probs))
             if j + 1 < max_tokens:

@@ -24,6 +24,7 @@ import numpy as np
 
 import llama_cpp
 
+from ..errors import InvalidRequestError
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
 from ..verifier import verify_from_pointer
@@ -118,6 +119,9 @@ class Speculation:
         # (emitted rows, prompt rows) to keep in llama.scores for the request under way, set
         # by create_completion from its logprobs/echo; None: follow llama._logits_all.
         self.rows_for_request: Optional[tuple] = None
+        self.logits_all_setting = bool(llama._logits_all)  # what the user created it with
+        self.open_stream = None  # the last streamed completion, until a new request starts
+        self._closed = False
         # llama.cpp pads n_ctx up; llama-cpp-python's input_ids has the size asked for.
         self.n_ctx = min(llama.n_ctx(), len(llama.input_ids))
         self.total = SpeculationStats()
@@ -131,8 +135,17 @@ class Speculation:
             self.controller.use_cost_prior(cached, source=f"cache {self._cost_file.name}")
 
     def close(self):
+        if self._closed:  # SpeculativeLlama.close and the Llama's own exit stack both call it
+            return
+        self._closed = True
+        self.close_open_stream()
         self.drafter.close()
         self.decoder.close()
+
+    def close_open_stream(self) -> None:
+        stream, self.open_stream = self.open_stream, None
+        if stream is not None:
+            stream.close()  # runs the loop's cleanup now (statistics, cost cache, flags)
 
     def fallback(self, reason: str) -> SpeculationStats:
         if reason not in self._reported:
@@ -334,25 +347,29 @@ def _speculative_create_completion(self, *args, **kwargs):
 
     llama-cpp-python reads logprobs from ``scores``, which it fills only with
     ``logits_all=True`` (and then for every token, asked or not). Here the loop copies the
-    rows of the emitted tokens (and with ``echo`` of the prompt) for the requests that ask for
-    logprobs, and no row otherwise."""
+    rows of the emitted tokens (and with ``echo`` of the whole prompt, evaluated afresh so
+    that no row is left from an earlier request) for the requests that ask for logprobs, and
+    no row otherwise."""
     spec: Speculation = self._pyspec
+    # A stream the caller abandoned (a client that left) is closed now, under the caller's
+    # lock, so that its cleanup cannot run later, in another thread, over this request.
+    spec.close_open_stream()
     bound = _COMPLETION_SIGNATURE.bind(self, *args, **kwargs)
-    logprobs = bound.arguments.get("logprobs")
-    echo = bool(bound.arguments.get("echo", False))
-    wants = logprobs is not None
+    wants = bound.arguments.get("logprobs") is not None
+    echo_rows = wants and bool(bound.arguments.get("echo", False)) and not bound.arguments.get("stream", False)
     if wants and self.scores.shape[0] < spec.n_ctx:  # created with logits_all=False
-        # Address space only: numpy's large allocations are mapped lazily, row by row.
+        # numpy maps a large allocation lazily: only the rows written cost memory.
         self.scores = np.ndarray((spec.n_ctx, spec.n_vocab), dtype=np.single)
-    saved = self._logits_all
+    if echo_rows:
+        self.n_tokens = 0  # every prompt row is needed: nothing is taken from the cache
 
     def start():
-        spec.rows_for_request = (wants, wants and echo)
-        self._logits_all = saved or wants  # else llama-cpp-python refuses logprobs
+        spec.rows_for_request = (wants, echo_rows)
+        self._logits_all = spec.logits_all_setting or wants  # else llama-cpp-python refuses
 
     def finish():
         spec.rows_for_request = None
-        self._logits_all = saved
+        self._logits_all = spec.logits_all_setting
 
     start()
     try:
@@ -370,8 +387,10 @@ def _speculative_create_completion(self, *args, **kwargs):
             yield from result
         finally:
             finish()
+            result.close()
 
-    return stream()
+    spec.open_stream = stream()
+    return spec.open_stream
 
 
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
@@ -391,6 +410,9 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
     llama.create_completion = types.MethodType(_speculative_create_completion, llama)
+    # Llama.close() (also from llama_cpp.server when it switches models) frees the drafter and
+    # the batch first: the exit stack runs its callbacks last in, first out.
+    llama._stack.callback(spec.close)
     return spec
 
 
@@ -472,11 +494,11 @@ def check_grammar(llama: llama_cpp.Llama, grammar) -> None:
     text = getattr(grammar, "_grammar", None)
     root = getattr(grammar, "_root", "root")
     if not isinstance(text, str):
-        raise TypeError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
+        raise InvalidRequestError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
     vocab = llama_cpp.llama_model_get_vocab(llama.model)
     sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), root.encode())
     if not sampler:
-        raise ValueError("the grammar does not parse (llama.cpp printed where on stderr); "
+        raise InvalidRequestError("the grammar does not parse (llama.cpp printed where on stderr); "
                          f"its first line: {text.strip().splitlines()[0][:80] if text.strip() else '(empty)'!r}")
     llama_cpp.llama_sampler_free(sampler)
 

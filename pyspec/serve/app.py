@@ -17,6 +17,7 @@ models, locks and error handling. pyspec changes three things:
 from __future__ import annotations
 
 import logging
+import os
 import types
 from typing import Optional
 
@@ -86,16 +87,16 @@ def _record_requests(llama: llama_cpp.Llama, alias: str) -> None:
             return result
 
         def stream():
-            filed = False
+            stats = None
             try:
                 for chunk in result:
-                    if not filed:  # spec.last is this request's from its first token on
-                        registry.put(chunk["id"], spec.last)
-                        filed = True
+                    if stats is None:  # spec.last is this request's from its first token on
+                        stats = spec.last
+                        registry.put(chunk["id"], stats)
                     yield chunk
             finally:
-                if filed:
-                    metrics.add(alias, spec.last)
+                if stats is not None:  # (an abandoned stream ends when the next request starts)
+                    metrics.add(alias, stats)
 
         return stream()
 
@@ -112,9 +113,15 @@ def _invalid_request(error) -> Optional[str]:
             where = ".".join(str(x) for x in e.get("loc", ())[1:]) or "body"
             parts.append(f"{where}: {e.get('msg', 'invalid')}")
         return "invalid request: " + "; ".join(parts)
-    if isinstance(error, (ValueError, TypeError)):  # raised by the request's own values
+    from pydantic import ValidationError
+
+    from ..errors import InvalidRequestError
+
+    if isinstance(error, ValidationError):  # a request model built inside the route
         return f"invalid request: {error}"
-    return None
+    if isinstance(error, InvalidRequestError):  # pyspec's checks of the request's own values
+        return f"invalid request: {error}"
+    return None  # anything else is the server's fault: llama_cpp.server's 500, with a trace
 
 
 def _route_errors_as_400(handler_class) -> None:
@@ -142,6 +149,9 @@ def create_app(server_settings, model_settings):
 
     server_app.LlamaProxy = SpeculativeLlamaProxy
     _route_errors_as_400(RouteErrorHandler)
+    # llama_cpp.server's factory would read a CONFIG_FILE again with its own settings models
+    # (no draft keys, its defaults); pyspec serve has read it already (load_settings).
+    os.environ.pop("CONFIG_FILE", None)
     app = server_app.create_app(server_settings=server_settings, model_settings=model_settings)
     app.add_middleware(ResponseStatsMiddleware, stats_by_id=SpeculativeLlamaProxy.stats_by_id)
     app.add_middleware(JsonBodyMiddleware)

@@ -34,9 +34,12 @@ class Metrics:
                 self._totals[model].add(stats)
 
     def prometheus_text(self) -> str:
-        with self._lock:
-            totals = {m: (self._requests[m], t) for m, t in self._totals.items()}
-            fallbacks = dict(self._fallbacks)
+        with self._lock:  # a request may be adding to the totals in another thread
+            return self._text()
+
+    def _text(self) -> str:
+        totals = {m: (self._requests[m], t) for m, t in self._totals.items()}
+        fallbacks = dict(self._fallbacks)
         out = []
 
         def metric(name, kind, help_text, samples):
@@ -44,7 +47,9 @@ class Metrics:
             out.append(f"# TYPE pyspec_{name} {kind}")
             for labels, value in samples:
                 text = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-                out.append(f"pyspec_{name}{{{text}}} {value:.6g}")
+                # counters exactly (a %g would round 1234567 away), gauges in full
+                shown = str(value) if isinstance(value, int) else repr(float(value))
+                out.append(f"pyspec_{name}{{{text}}} {shown}")
 
         def per_model(fn):
             return [({"model": m}, fn(n, t)) for m, (n, t) in sorted(totals.items())]

@@ -827,7 +827,9 @@ static const int32_t k_dtypes[] = { PYSPEC_F32, PYSPEC_F16, PYSPEC_BF16 };
 
 /* Row 0 holds the bad value; every reader of a row must refuse it, whatever the params
  * (greedy scans for the max, top-k keeps a heap, top-k off gathers a second pass). */
-static void expect_row_rejected(pyspec_verifier *v, const logits_rows *l, const char *what) {
+/* `says`: the words the message must hold (the row, the value's kind and its vocabulary
+ * index), checked at every SIMD-tail size by the callers. */
+static void expect_row_rejected(pyspec_verifier *v, const logits_rows *l, const char *what, const char *says) {
     int32_t *token = xmalloc(sizeof *token);
     float *probs = xmalloc((size_t)l->n_vocab * sizeof *probs);
     int32_t *sparse_tokens = xmalloc((size_t)l->n_vocab * sizeof *sparse_tokens);
@@ -841,19 +843,19 @@ static void expect_row_rejected(pyspec_verifier *v, const logits_rows *l, const 
     for (int k = 0; k < 3; ++k) {
         snprintf(full, sizeof full, "%s, params %d, pyspec_sample", what, k);
         const sample_call sc = { v, l->data, l->n_vocab, l->dtype, &params[k], 0, token, NULL };
-        expect_status(call_sample, &sc, PYSPEC_ERR_LOGITS, "logits", full);
+        expect_status(call_sample, &sc, PYSPEC_ERR_LOGITS, says, full);
         snprintf(full, sizeof full, "%s, params %d, pyspec_distribution", what, k);
         const distribution_call dc = { v, l->data, l->n_vocab, l->dtype, &params[k], probs };
-        expect_status(call_distribution, &dc, PYSPEC_ERR_LOGITS, "logits", full);
+        expect_status(call_distribution, &dc, PYSPEC_ERR_LOGITS, says, full);
         snprintf(full, sizeof full, "%s, params %d, pyspec_distribution_sparse", what, k);
         const sparse_call spc = { v, l->data, l->n_vocab, l->dtype, &params[k], sparse_tokens,
                                   probs, l->n_vocab, out_n };
-        expect_status(call_sparse, &spc, PYSPEC_ERR_LOGITS, "logits", full);
+        expect_status(call_sparse, &spc, PYSPEC_ERR_LOGITS, says, full);
         snprintf(full, sizeof full, "%s, params %d, pyspec_verify_batch", what, k);
         const pyspec_sequence seq = { l->data, l->stride, NULL, 0, NULL, params[k], 0,
                                       out_tokens, NULL, out_n };
         const batch_call bc = { v, &seq, 1, l->n_vocab, l->dtype, 1 };
-        expect_status(call_batch, &bc, PYSPEC_ERR_LOGITS, "logits", full);
+        expect_status(call_batch, &bc, PYSPEC_ERR_LOGITS, says, full);
     }
     free(token);
     free(probs);
@@ -863,7 +865,8 @@ static void expect_row_rejected(pyspec_verifier *v, const logits_rows *l, const 
 }
 
 /* Row 1 holds the bad value; it is read only when the greedy draft for row 0 is accepted. */
-static void check_bad_row_only_when_reached(pyspec_verifier *v, const logits_rows *l, const char *what) {
+static void check_bad_row_only_when_reached(pyspec_verifier *v, const logits_rows *l, const char *what,
+                                            const char *says) {
     const int64_t V = l->n_vocab;
     const int32_t best = (int32_t)argmax_lowest_id(row_values(l, 0), V);
     int32_t *draft = xmalloc(sizeof *draft);
@@ -876,7 +879,7 @@ static void check_bad_row_only_when_reached(pyspec_verifier *v, const logits_row
         char full[160];
         *draft = best;
         snprintf(full, sizeof full, "%s, row 0 accepted, %d threads", what, threads);
-        expect_status(call_batch, &bc, PYSPEC_ERR_LOGITS, "logits", full);
+        expect_status(call_batch, &bc, PYSPEC_ERR_LOGITS, says, full);
         if (V > 1) {
             *draft = (int32_t)((best + 1) % V);
             snprintf(full, sizeof full, "%s, row 0 rejected, %d threads", what, threads);
@@ -908,14 +911,19 @@ static void test_bad_logits(void) {
                     logits_alloc(&l, k_dtypes[d], 1, V, V);
                     fill_random_row(&l, 0, 5.0f);
                     logits_set(&l, 0, where[w], bad_values[b]);
-                    expect_row_rejected(v, &l, g_context);
+                    char says[96];
+                    snprintf(says, sizeof says, "row 0 holds %s at vocabulary index %lld", b ? "+inf" : "NaN",
+                             (long long)where[w]);
+                    expect_row_rejected(v, &l, g_context, says);
                     logits_free(&l);
 
                     logits_alloc(&l, k_dtypes[d], 2, V, V + 3);
                     for (int64_t t = 0; t < V; ++t) logits_set(&l, 0, t, (float)((t * 7) % 11) - 5.0f);
                     fill_random_row(&l, 1, 5.0f);
                     logits_set(&l, 1, where[w], bad_values[b]);
-                    check_bad_row_only_when_reached(v, &l, g_context);
+                    snprintf(says, sizeof says, "row 1 holds %s at vocabulary index %lld", b ? "+inf" : "NaN",
+                             (long long)where[w]);
+                    check_bad_row_only_when_reached(v, &l, g_context, says);
                     logits_free(&l);
                 }
             }
@@ -931,7 +939,7 @@ static void test_all_neg_inf_rows(void) {
             logits_rows l;
             logits_alloc(&l, k_dtypes[d], 1, V, V);
             for (int64_t t = 0; t < V; ++t) logits_set(&l, 0, t, -INFINITY);
-            expect_row_rejected(v, &l, g_context);
+            expect_row_rejected(v, &l, g_context, "row 0 has no finite logit");
             logits_free(&l);
         }
     pyspec_verifier_free(v);

@@ -4,6 +4,17 @@
  * top-p and min-p prefixes, fixed-point weights, draws in token-id order, modified
  * rejection sampling with the fixed-point residual. Host C++17; used by the emulated-kernel
  * test (tests/cuda_emu) and by benchmarks/device/device_check on a GPU.
+ *
+ * What it does NOT check independently: it calls the library's own arithmetic primitives
+ * (rules.h / draw.h: pyspec_exp_portable, pyspec_fixed_weight, pyspec_draw_target,
+ * pyspec_accepts, pyspec_fixed_residual, pyspec_penalised_logit), so a bug inside one of
+ * them passes the emulation and the device check alike. Those primitives are checked
+ * elsewhere, independently: bit for bit against tests/reference.py (its own numpy
+ * implementation of the same fixed-point rules, tests/test_draw_order.py), against a table
+ * of known exp answers (tests/c/test_draw.c, tests/test_draw_order.py), and statistically
+ * (tests/test_exactness.py, tests/test_acceptance_rate.py). What this file adds is an
+ * independent implementation of everything around them: ranking, the top-k / top-p / min-p
+ * cuts, penalty windows, the row order of acceptance, and which error a call reports.
  */
 #ifndef PYSPEC_SPEC_REFERENCE_H
 #define PYSPEC_SPEC_REFERENCE_H
@@ -49,7 +60,12 @@ static inline float ref_load(const void *row, int32_t dtype, int64_t t) {
     return f;
 }
 
-struct RefRow { int status = 0; int32_t token = -1; bool stops = false; };
+/* The error a row reports: which check, at which vocabulary index (logits) or token (q). */
+enum RefErrKind { REF_ERR_NONE = 0, REF_ERR_LOGIT, REF_ERR_NO_FINITE, REF_ERR_DRAFTED_Q, REF_ERR_Q };
+struct RefRow {
+    int status = 0; int32_t token = -1; bool stops = false;
+    int err_kind = REF_ERR_NONE; int64_t err_index = -1; int32_t err_token = -1;
+};
 
 static inline int32_t ref_draw(const std::vector<uint64_t> &w, uint64_t total, double u) {
     const uint64_t target = pyspec_draw_target(u, total);
@@ -85,7 +101,10 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     std::vector<float> l(V);
     for (int64_t t = 0; t < V; ++t) {
         float raw = ref_load(row, dtype, t);
-        if (std::isnan(raw) || raw == INFINITY) { out.status = PYSPEC_ERR_LOGITS; return out; }
+        if (std::isnan(raw) || raw == INFINITY) {
+            out.status = PYSPEC_ERR_LOGITS, out.err_kind = REF_ERR_LOGIT, out.err_index = t;
+            return out;
+        }
         auto c = count.find((int32_t)t);
         if (c != count.end() && raw > -INFINITY) {
             raw = pyspec_penalised_logit(raw, c->second, p.penalty_repeat, p.penalty_freq, p.penalty_present);
@@ -95,7 +114,7 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     }
     std::vector<int32_t> order;
     for (int64_t t = 0; t < V; ++t) if (l[t] > -INFINITY) order.push_back((int32_t)t);
-    if (order.empty()) { out.status = PYSPEC_ERR_LOGITS; return out; }
+    if (order.empty()) { out.status = PYSPEC_ERR_LOGITS, out.err_kind = REF_ERR_NO_FINITE; return out; }
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
     const float max_logit = l[order[0]];
     const int shift = pyspec_weight_shift(V);
@@ -140,7 +159,10 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     }
     const int32_t x = s.draft_tokens[i];
     const float qx = ref_q(s.draft_probs, i, x);
-    if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) { out.status = PYSPEC_ERR_DRAFT_PROBS; return out; }
+    if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) {
+        out.status = PYSPEC_ERR_DRAFT_PROBS, out.err_kind = REF_ERR_DRAFTED_Q, out.err_token = x;
+        return out;
+    }
     const double px = (double)w[x] / (double)total;
     if (pyspec_accepts(pyspec_uniform_keyed(p.seed, pos, PYSPEC_PURPOSE_ACCEPT), (double)qx, px)) {
         out.token = x;
@@ -151,7 +173,10 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     for (int64_t t = 0; t < V; ++t) {
         if (!kept[t]) continue;
         const float qt = ref_q(s.draft_probs, i, (int32_t)t);
-        if (!(qt >= 0.0f && qt <= 1.0001f)) { out.status = PYSPEC_ERR_DRAFT_PROBS; return out; }
+        if (!(qt >= 0.0f && qt <= 1.0001f)) {
+            out.status = PYSPEC_ERR_DRAFT_PROBS, out.err_kind = REF_ERR_Q, out.err_token = (int32_t)t;
+            return out;
+        }
         r[t] = pyspec_fixed_residual(w[t], total, (double)qt);
         rt += r[t];
     }
@@ -161,12 +186,15 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     return out;
 }
 
-struct RefSeq { int status = 0; int64_t n_accepted = 0; std::vector<int32_t> tokens; };
+struct RefSeq {
+    int status = 0; int64_t n_accepted = 0; std::vector<int32_t> tokens;
+    RefRow error; int64_t err_row = -1; /* the failing row's record */
+};
 static inline RefSeq ref_seq(const pyspec_sequence &s, int64_t V, int32_t dtype) {
     RefSeq out;
     for (int64_t i = 0; i <= s.n_draft; ++i) {
         RefRow r = ref_row(s, i, V, dtype);
-        if (r.status) { out.status = r.status; return out; }
+        if (r.status) { out.status = r.status, out.error = r, out.err_row = i; return out; }
         out.tokens.push_back(r.token);
         if (r.stops) { out.n_accepted = i; return out; }
     }

@@ -63,6 +63,28 @@ static int32_t pow2_at_least(int64_t n) {
 
 // The three kernels of a call, as api.cu enqueues them (descriptors staged by hand).
 struct EmuResult { int status; pyspec_cuda_err err; };
+
+/* The emulated device's error record against the reference's, field by field (kind,
+ * sequence, row, vocabulary index or token), and the CPU library's message naming the same
+ * sequence, row and index. */
+static bool same_error_record(const pyspec_cuda_err &em, const RefSeq &ref, int seq, const char *cpu_message) {
+    static const int kind_of[] = { PYSPEC_CUDA_ERR_NONE, PYSPEC_CUDA_ERR_LOGIT, PYSPEC_CUDA_ERR_NO_FINITE,
+                                   PYSPEC_CUDA_ERR_DRAFTED_Q, PYSPEC_CUDA_ERR_Q };
+    const RefRow &r = ref.error;
+    if (em.kind != kind_of[r.err_kind] || em.seq != seq || em.row != ref.err_row) return false;
+    if (r.err_kind == REF_ERR_LOGIT && em.index != r.err_index) return false;
+    if ((r.err_kind == REF_ERR_DRAFTED_Q || r.err_kind == REF_ERR_Q) && em.token != r.err_token) return false;
+    char want[96];
+    snprintf(want, sizeof want, "seqs[%d]", seq);
+    if (!strstr(cpu_message, want)) return false;
+    snprintf(want, sizeof want, "row %lld", (long long)ref.err_row);
+    if (!strstr(cpu_message, want)) return false;
+    if (r.err_kind == REF_ERR_LOGIT) {
+        snprintf(want, sizeof want, "index %lld", (long long)r.err_index);
+        if (!strstr(cpu_message, want)) return false;
+    }
+    return true;
+}
 static EmuResult run_emulated(const pyspec_sequence *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
                               unsigned threads) {
     std::vector<pyspec_cuda_seq> d(n_seqs);
@@ -278,9 +300,13 @@ int main(int argc, char **argv) {
         }
         EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads);
         // the reference, sequence by sequence (its first error is the call's)
-        int st_ref = 0;
+        int st_ref = 0, bad_seq = -1;
         std::vector<RefSeq> ref(n_seqs);
-        for (int s = 0; s < n_seqs && !st_ref; ++s) { ref[s] = ref_seq(seqs[s], V, dtype); st_ref = ref[s].status; }
+        for (int s = 0; s < n_seqs && !st_ref; ++s) {
+            ref[s] = ref_seq(seqs[s], V, dtype);
+            st_ref = ref[s].status;
+            if (st_ref) bad_seq = s;
+        }
         ++compared;
         if (st_ref || em.status || st_cpu) {
             ++with_errors;
@@ -288,6 +314,13 @@ int main(int argc, char **argv) {
                 ++failures;
                 printf("case %d: status ref %d emu %d (kind %d seq %lld row %lld) cpu %d (%s)\n", c, st_ref, em.status,
                        em.err.kind, (long long)em.err.seq, (long long)em.err.row, st_cpu, e.message);
+            } else if (!same_error_record(em.err, ref[bad_seq], bad_seq, e.message)) {
+                ++failures;  // same status, another error: the record, field by field
+                printf("case %d: error record emu kind %d seq %lld row %lld index %lld token %d; ref kind %d "
+                       "seq %d row %lld index %lld token %d; cpu: %s\n", c, em.err.kind, (long long)em.err.seq,
+                       (long long)em.err.row, (long long)em.err.index, em.err.token, ref[bad_seq].error.err_kind,
+                       bad_seq, (long long)ref[bad_seq].err_row, (long long)ref[bad_seq].error.err_index,
+                       ref[bad_seq].error.err_token, e.message);
             }
             continue;
         }

@@ -1,0 +1,242 @@
+"""``pyspec generate`` and ``pyspec demo``: one request, streamed, with statistics.
+
+Modes: speculative (lookup or a draft model, the default), ``--no-draft`` (pyspec's loop
+without drafts) and ``--plain`` (llama-cpp-python's own loop). ``--compare`` runs the
+speculative request and then the plain one, measured the same way: tokens counted where the
+model's generate() yields them, tokens/s from the first token to the last (the prompt left
+out of both), and the two texts compared.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+# Markers of a prompt that already carries a chat template: it is passed through unchanged.
+TEMPLATED = ("<|im_start|>", "<start_of_turn>", "[INST]", "<|start_header_id|>", "<|user|>")
+
+
+def add_generation_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("-p", "--prompt", help="prompt text (default: a code-editing request)")
+    src.add_argument("-f", "--file", help="read the prompt from this file ('-': standard input)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--chat", action="store_true", default=None,
+                     help="wrap the prompt in the model's chat template (the default when the "
+                          "model has one and the prompt is not templated already)")
+    fmt.add_argument("--raw", dest="chat", action="store_false",
+                     help="pass the prompt to the model as it is")
+    p.add_argument("--system", help="a system message (implies --chat)")
+    p.add_argument("-n", "--max-tokens", type=int, default=256)
+    p.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draft-max", type=int, default=16)
+    p.add_argument("--draft-min", type=int, default=0)
+    p.add_argument("--draft-p-min", type=float, default=0.0)
+    p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096)
+    p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
+                        "default is half of them)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--no-draft", action="store_true",
+                      help="pyspec's loop without drafts (plain decoding, pyspec's sampler)")
+    mode.add_argument("--plain", action="store_true",
+                      help="llama-cpp-python's own loop, no pyspec")
+    mode.add_argument("--compare", action="store_true",
+                      help="then run plain llama-cpp-python too: speeds measured the same way "
+                           "and whether the texts match")
+    p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines")
+
+
+def read_prompt(args, default: str) -> str:
+    if args.file == "-":
+        return sys.stdin.read()
+    if args.file:
+        if os.path.isdir(args.file):
+            raise UsageError(f"-f {args.file}: is a directory; give a text file")
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                return f.read()
+        except OSError as exc:
+            raise UsageError(f"-f {args.file}: {exc.strerror.lower()}") from exc
+    if args.prompt is not None:
+        return args.prompt
+    return default
+
+
+class UsageError(ValueError):
+    """A mistake on the command line (exit code 2)."""
+
+
+@dataclass
+class Timing:
+    """Tokens as the model's generate() yields them, and when."""
+    stamps: list = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return len(self.stamps)
+
+    @property
+    def rate(self) -> float:
+        """Tokens per second after the first (the prompt is not in it)."""
+        span = self.stamps[-1] - self.stamps[0] if len(self.stamps) > 1 else 0.0
+        return (len(self.stamps) - 1) / span if span > 0 else 0.0
+
+
+def _timed_generate(llm, timing: Timing) -> None:
+    """Counts and stamps every token llm.generate() yields (both loops, the same way)."""
+    inner = llm.generate
+
+    def generate(tokens, **kwargs):
+        for tok in inner(tokens, **kwargs):
+            timing.stamps.append(time.perf_counter())
+            yield tok
+
+    llm.generate = generate
+
+
+def _use_chat(llm, args, prompt: str) -> bool:
+    if args.system is not None:
+        if args.chat is False:
+            raise UsageError("--system needs the chat template; drop --raw")
+        return True
+    if args.chat is not None:
+        return args.chat
+    has_template = bool(llm.metadata.get("tokenizer.chat_template"))
+    return has_template and not any(marker in prompt for marker in TEMPLATED)
+
+
+def _stream(llm, prompt: str, chat: bool, system, request: dict, echo: bool) -> str:
+    text = []
+    if chat:
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}]
+        for chunk in llm.create_chat_completion(messages, stream=True, **request):
+            piece = chunk["choices"][0]["delta"].get("content") or ""
+            text.append(piece)
+            if echo:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    else:
+        for chunk in llm.create_completion(prompt, stream=True, **request):
+            piece = chunk["choices"][0]["text"]
+            text.append(piece)
+            if echo:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    if echo:
+        print(file=sys.stdout)
+    return "".join(text)
+
+
+def first_difference(a: str, b: str) -> int:
+    """Index of the first character where a and b differ (len of the shorter if one is a
+    prefix of the other; -1 when equal)."""
+    if a == b:
+        return -1
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def declined_draft_hint(spec, stats) -> str:
+    """Why a draft model barely drafted, when the cost model decided against it: on a small
+    machine a draft model can cost too much per token to pay for itself, and the user should
+    hear that rather than wonder why there is no speedup."""
+    from .llama.drafters import DraftModel
+
+    ctl = spec.controller
+    steps = stats.verify_steps + stats.plain_steps
+    if not isinstance(spec.drafter, DraftModel) or not steps or stats.verify_steps > steps // 4:
+        return ""
+    one = ctl.predicted_target(1)
+    costs = f"a verify pass of 2 tokens costs {ctl.predicted_target(2) / one:.2f}x one token"
+    if ctl.draft_cost > 0:
+        costs += f" and each draft token {ctl.draft_cost / one:.2f}x a target token"
+    return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: here {costs}, "
+            f"more than this draft model's drafts are expected to save; --lookup drafts from "
+            f"the prompt for free")
+
+
+def run(target: str, draft, args, default_prompt: str) -> int:
+    from .llama_guard import check_llama_build
+
+    check_llama_build()  # before anything loads: an AMX build would crash on this CPU
+    import llama_cpp
+
+    from .llama import SpeculativeLlama
+    from .llama_log import quiet_llama_logs
+
+    quiet_llama_logs(verbose=args.verbose)
+    prompt = read_prompt(args, default_prompt)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    common = dict(n_ctx=args.ctx_size, verbose=args.verbose, n_threads=args.threads)
+    request = dict(max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
+                   top_p=args.top_p, min_p=args.min_p, seed=args.seed)
+    if args.plain:
+        what = "llama-cpp-python's own loop (no pyspec)"
+    elif args.no_draft:
+        what = "pyspec's loop without drafts"
+    elif isinstance(draft, str) and draft != "lookup":
+        what = f"draft model {draft}"
+    else:
+        what = "prompt lookup"
+    print(f"pyspec: loading {target} with {what}", file=sys.stderr)
+    if args.plain:
+        llm = llama_cpp.Llama(model_path=target, **common)
+    else:
+        llm = SpeculativeLlama(target, draft=draft, draft_max=0 if args.no_draft else args.draft_max,
+                               draft_min=0 if args.no_draft else args.draft_min,
+                               draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft, **common)
+    chat = _use_chat(llm, args, prompt)
+    print(f"pyspec: prompt {'in the model chat template' if chat else 'as given (raw)'}"
+          + ("" if args.chat is not None or args.system is not None else
+             " (--chat / --raw to choose)"), file=sys.stderr)
+    timing = Timing()
+    _timed_generate(llm, timing)
+    t0 = time.perf_counter()
+    text = _stream(llm, prompt, chat, args.system, request, echo=True)
+    elapsed = time.perf_counter() - t0
+    first = timing.stamps[0] - t0 if timing.stamps else elapsed
+    label = "plain" if args.plain else "speculative"
+    print(f"\n--- {label}: {timing.tokens} tokens in {elapsed:.2f}s, first after {first:.2f}s, "
+          f"{timing.rate:.2f} tok/s after the first", file=sys.stderr)
+    if not args.plain:
+        stats = llm.speculation.last
+        print(f"--- {stats.summary()}", file=sys.stderr)
+        if stats.cost_model:
+            print(f"--- cost model: {stats.cost_model}", file=sys.stderr)
+        hint = declined_draft_hint(llm.speculation, stats)
+        if hint:
+            print(f"--- {hint}", file=sys.stderr)
+    llm.close()
+    if args.compare:
+        plain = llama_cpp.Llama(model_path=target, **common)
+        plain_timing = Timing()
+        _timed_generate(plain, plain_timing)
+        plain_text = _stream(plain, prompt, chat, args.system, request, echo=False)
+        plain.close()
+        ratio = timing.rate / plain_timing.rate if plain_timing.rate > 0 else float("nan")
+        print(f"--- plain llama-cpp-python: {plain_timing.tokens} tokens, "
+              f"{plain_timing.rate:.2f} tok/s after the first; speculative {timing.rate:.2f} "
+              f"tok/s: {ratio:.2f}x", file=sys.stderr)
+        at = first_difference(text, plain_text)
+        if at < 0:
+            print("--- the two texts are the same", file=sys.stderr)
+        else:
+            why = (" (greedy: llama.cpp's batched logits differ slightly from one-token ones, "
+                   "so the texts may part at a near-tie)" if args.temp == 0 else
+                   " (sampled: the same seed draws the same distribution, not the same text, "
+                   "when the batch shapes differ)")
+            print(f"--- the texts differ from character {at}: speculative "
+                  f"{text[at:at + 30]!r}, plain {plain_text[at:at + 30]!r}{why}", file=sys.stderr)
+    return 0
