@@ -508,10 +508,10 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
         return stats, source, shape, path
 
     stats, source, shape, path = request()
-    # No calibration: after the prompt (its body, then its last token alone) every decode
-    # is one round of the loop, at most draft_max + 1 tokens.
+    # No calibration: after the prompt (one batch) every decode is one round of the loop, at
+    # most draft_max + 1 tokens.
     rounds = stats.verify_steps + stats.plain_steps
-    assert len(batches) == rounds + 2 and max(batches[2:]) <= 17, batches
+    assert len(batches) == rounds + 1 and max(batches[1:]) <= 17, batches
     assert source == "default" and "one token" in stats.cost_model
     # What was learned is written only when it is plausible (timings on a busy machine may
     # not be): the file then holds exactly that shape.
