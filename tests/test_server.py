@@ -186,6 +186,7 @@ def test_a_client_that_leaves_mid_stream_leaves_the_model_consistent(server, cli
     (dict(top_p=7.0), "top_p"),
     (dict(max_tokens=-5), "max_tokens"),
     (dict(extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
+    (dict(stream=True, extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
     (dict(extra_body={"top_k": -3}), "top_k"),
 ])
 def test_bad_requests_get_400_with_the_reason(client, kw, words):

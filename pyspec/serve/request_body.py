@@ -1,9 +1,13 @@
-"""Request bodies that are not JSON get a 400, not a 500.
+"""Checks a request body before any route sees it: a 400 where llama_cpp.server would
+answer 500 or cut a stream.
 
-llama_cpp.server's route error handler reads the body as JSON again to describe an error;
-when the body is not JSON at all, that second read raises inside the handler and the client
-gets a bare "Internal Server Error". This middleware answers such requests itself, with the
-OpenAI-style error object, before they reach a route.
+- A body that is not JSON: llama_cpp.server's route error handler reads the body as JSON
+  again to describe an error, that second read raises inside the handler, and the client
+  gets a bare "Internal Server Error".
+- A streamed request whose grammar does not parse: llama_cpp.server sends the stream's 200
+  before the model sees the grammar, so the error could only cut the stream short. The
+  grammar is parsed here first, with the loaded model's vocabulary (requests for another
+  model than the loaded one are left to the route).
 """
 from __future__ import annotations
 
@@ -13,6 +17,29 @@ import json
 def _error_body(message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": "invalid_request_error",
                                  "param": None, "code": None}}).encode()
+
+
+def _stream_grammar_problem(request) -> str:
+    """Why a streamed request's grammar cannot be used ('' when it can, or when the request
+    is for a model other than the loaded one)."""
+    if not isinstance(request, dict) or not request.get("stream") or not isinstance(request.get("grammar"), str):
+        return ""
+    import llama_cpp
+    import llama_cpp.server.app as server_app
+
+    from ..errors import InvalidRequestError
+    from ..llama.speculative import check_grammar
+
+    proxy = server_app._llama_proxy
+    llama = getattr(proxy, "_current_model", None)
+    asked = request.get("model")
+    if llama is None or (asked and asked != proxy._current_model_alias and asked in list(proxy)):
+        return ""
+    try:
+        check_grammar(llama, llama_cpp.LlamaGrammar.from_string(request["grammar"], verbose=False))
+    except InvalidRequestError as exc:
+        return f"invalid request: {exc}"
+    return ""
 
 
 class JsonBodyMiddleware:
@@ -32,9 +59,13 @@ class JsonBodyMiddleware:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         try:
-            json.loads(body)
+            request = json.loads(body)
         except ValueError as exc:
-            payload = _error_body(f"invalid request: the body is not JSON ({exc})")
+            problem = f"invalid request: the body is not JSON ({exc})"
+        else:
+            problem = _stream_grammar_problem(request)
+        if problem:
+            payload = _error_body(problem)
             await send({"type": "http.response.start", "status": 400,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"content-length", str(len(payload)).encode())]})
