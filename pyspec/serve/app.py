@@ -16,7 +16,6 @@ models, locks and error handling. pyspec changes three things:
 """
 from __future__ import annotations
 
-import logging
 import os
 import types
 from typing import Optional
@@ -30,7 +29,6 @@ from .metrics import Metrics
 from .request_body import JsonBodyMiddleware
 from .response_stats import ResponseStatsMiddleware, StatsById
 
-log = logging.getLogger("pyspec")
 
 
 def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
@@ -66,9 +64,7 @@ class SpeculativeLlamaProxy(LlamaProxy):
             raise
         alias = settings.model_alias or settings.model
         _record_requests(llama, alias)
-        message = _describe(alias, llama, settings)
-        log.warning("%s", message)
-        print(message, flush=True)
+        print(_describe(alias, llama, settings), flush=True)  # once, at start-up and on a switch
         return llama
 
 
