@@ -30,6 +30,10 @@ def main(argv=None) -> int:
         from .serve import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
                                      "decoding for llama-cpp-python")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +49,8 @@ def main(argv=None) -> int:
     add_generation_args(demo)
     sub.add_parser("serve", help="llama-cpp-python's OpenAI-compatible server, decoding "
                    "speculatively (pyspec serve --help)")
+    sub.add_parser("bench", help="benchmark suites within a time budget, then one PNG report "
+                   "(pyspec bench --help; from a source checkout)")
     sub.add_parser("doctor", help="check the installation (llama-cpp-python build, pyspec "
                    "library, CUDA, model and cost caches); exit 0 when all is well")
     install = sub.add_parser("install-llama", help="build and install llama-cpp-python "

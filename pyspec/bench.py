@@ -1,0 +1,112 @@
+"""``pyspec bench``: chosen benchmark suites within a time budget, then one PNG report.
+
+Runs from a source checkout (``benchmarks/`` is not in the wheel): each chosen suite is a
+pytest-benchmark run in ``benchmarks/`` writing ``OUT/<suite>.json``, with a progress line per
+finished benchmark; suites whose estimated time (measured on a 2-core machine) no longer
+fits the budget are skipped, and said so; then ``benchmarks/report.py`` renders
+``OUT/report.png`` from the JSON files.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# suite -> (pytest arguments, estimated minutes on 2 cores, what it measures)
+SUITES = {
+    "verify": (["bench_verify.py", "bench_baselines.py", "-k", "real"], 1.0,
+               "fused verify against a read pass and llama.cpp's chain, real logits"),
+    "verify-all": (["bench_verify.py", "bench_baselines.py", "bench_draft_probs.py",
+                    "bench_float16.py"], 5.0, "every verify benchmark"),
+    "server": (["bench_server.py"], 2.0, "pyspec serve against llama_cpp.server (Gemma 270M)"),
+    "parity": (["bench_first_request.py", "-k", "parity and quiet"], 6.0,
+               "free text, speculative against plain, ABBA pairs"),
+    "generation": (["bench_generation.py"], 20.0, "speculative against plain, every prompt"),
+    "first-request": (["bench_first_request.py", "-k", "first_requests"], 16.0,
+                      "a new process's first three requests, quiet and with a CPU hog"),
+}
+
+
+def _find_benchmarks(given) -> Path:
+    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path.cwd()]
+    for path in candidates:
+        if (path / "report.py").is_file() and (path / "pytest.ini").is_file():
+            return path.resolve()
+    raise SystemExit("pyspec bench: error: no benchmarks/ directory here; run it from a pyspec "
+                     "checkout (benchmarks/ is not in the wheel) or give --benchmarks DIR")
+
+
+def plan(suites, budget_minutes: float):
+    """(chosen, skipped): in the order asked, while the estimates fit the budget."""
+    chosen, skipped, used = [], [], 0.0
+    for name in suites:
+        minutes = SUITES[name][1]
+        if used + minutes <= budget_minutes:
+            chosen.append(name)
+            used += minutes
+        else:
+            skipped.append(name)
+    return chosen, skipped
+
+
+def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: float) -> bool:
+    args, minutes, _ = SUITES[name]
+    json_path = out / f"{name}.json"
+    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *args,
+           f"--benchmark-json={json_path}"]
+    print(f"pyspec bench: {name} (about {minutes:g} min): {' '.join(args)}", flush=True)
+    proc = subprocess.Popen(cmd, cwd=bench_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    done = 0
+    log = out / f"{name}.log"
+    with open(log, "w") as f:
+        for line in proc.stdout:
+            f.write(line)
+            status = next((w for w in ("PASSED", "FAILED", "ERROR") if f" {w}" in line), None)
+            if status and "::" in line:
+                done += 1
+                elapsed = time.monotonic() - started
+                print(f"  [{done:3d}] {elapsed / 60:5.1f} of {budget_s / 60:g} min  "
+                      f"{line.split(' ')[0].split('::')[-1][:70]}  {status}", flush=True)
+    rc = proc.wait()
+    if rc != 0:
+        print(f"pyspec bench: {name} failed (exit {rc}); its output is in {log}", file=sys.stderr)
+    return rc == 0 and json_path.is_file()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="pyspec bench", description=__doc__.splitlines()[0])
+    parser.add_argument("suites", nargs="*", default=["verify", "server"],
+                        help=f"suites to run, in order (default: verify server): {', '.join(SUITES)}")
+    parser.add_argument("--budget", type=float, default=10.0,
+                        help="minutes; suites whose estimate no longer fits are skipped")
+    parser.add_argument("--out", default="bench-results", help="directory for the JSON, logs and report.png")
+    parser.add_argument("--benchmarks", help="the benchmarks/ directory (default: ./benchmarks)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.suites if s not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite {unknown[0]!r}; known: {', '.join(SUITES)}")
+    if args.budget <= 0:
+        parser.error("--budget must be positive (minutes)")
+    bench_dir = _find_benchmarks(args.benchmarks)
+    chosen, skipped = plan(args.suites, args.budget)
+    for name in args.suites:
+        state = "run" if name in chosen else "skip (over the budget)"
+        print(f"pyspec bench: {name:14s} ~{SUITES[name][1]:g} min  {state}: {SUITES[name][2]}")
+    if args.dry_run or not chosen:
+        return 0 if chosen or args.dry_run else 1
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results = [out / f"{name}.json" for name in chosen
+               if _run_suite(bench_dir, name, out, started, args.budget * 60)]
+    if not results:
+        print("pyspec bench: no suite produced results", file=sys.stderr)
+        return 1
+    report = subprocess.run([sys.executable, str(bench_dir / "report.py"), *map(str, results),
+                             "-o", str(out / "report.png")])
+    print(f"pyspec bench: done in {(time.monotonic() - started) / 60:.1f} min; JSON and report.png in {out}")
+    return 0 if report.returncode == 0 and len(results) == len(chosen) else 1

@@ -1,0 +1,43 @@
+"""``pyspec bench``: the plan within a budget, mistakes named, and one real suite run end to
+end (the verify benchmarks on real logits, ~40 s) into JSON and a PNG report."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _bench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pyspec", "bench", *args], capture_output=True,
+                          text=True, timeout=900, cwd=cwd or os.path.expanduser("~"))
+
+
+def test_the_plan_keeps_to_the_budget():
+    out = _bench("verify", "server", "parity", "--budget", "4", "--dry-run", "--benchmarks", str(BENCHMARKS))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "verify" in lines[0] and lines[0].endswith("real logits") and " run:" in lines[0]
+    assert " run:" in lines[1] and "skip (over the budget)" in lines[2]
+
+
+def test_mistakes_are_named(tmp_path):
+    out = _bench("nope", "--benchmarks", str(BENCHMARKS))
+    assert out.returncode == 2 and "unknown suite 'nope'" in out.stderr
+    out = _bench("verify", cwd=tmp_path)  # no benchmarks/ here
+    assert out.returncode != 0 and "no benchmarks/ directory here" in out.stderr
+
+
+@pytest.mark.model
+def test_a_suite_runs_into_json_and_a_report(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = _bench("verify", "--budget", "5", "--out", str(tmp_path), "--benchmarks", str(BENCHMARKS))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "PASSED" in out.stdout and "of 5 min" in out.stdout  # the progress lines
+    data = json.loads((tmp_path / "verify.json").read_text())
+    ratios = [b["extra_info"].get("verify_over_read_pass") for b in data["benchmarks"]]
+    assert sum(r is not None for r in ratios) >= 8
+    assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
