@@ -113,24 +113,25 @@ def _use_chat(llm, args, prompt: str) -> bool:
     return has_template and not any(marker in prompt for marker in TEMPLATED)
 
 
-def _stream(llm, prompt: str, chat: bool, system, request: dict, echo: bool) -> str:
-    text = []
+def _pieces(llm, prompt: str, chat: bool, system, request: dict):
+    """The streamed text pieces of one request, through the chat template or not."""
     if chat:
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}]
         for chunk in llm.create_chat_completion(messages, stream=True, **request):
-            piece = chunk["choices"][0]["delta"].get("content") or ""
-            text.append(piece)
-            if echo:
-                sys.stdout.write(piece)
-                sys.stdout.flush()
+            yield chunk["choices"][0]["delta"].get("content") or ""
     else:
         for chunk in llm.create_completion(prompt, stream=True, **request):
-            piece = chunk["choices"][0]["text"]
-            text.append(piece)
-            if echo:
-                sys.stdout.write(piece)
-                sys.stdout.flush()
+            yield chunk["choices"][0]["text"]
+
+
+def _stream(llm, prompt: str, chat: bool, system, request: dict, echo: bool) -> str:
+    text = []
+    for piece in _pieces(llm, prompt, chat, system, request):
+        text.append(piece)
+        if echo:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
     if echo:
         print(file=sys.stdout)
     return "".join(text)
