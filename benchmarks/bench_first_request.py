@@ -136,17 +136,17 @@ def bench_free_text_parity(benchmark, generation_rows, monkeypatch, tmp_path, lo
     plain = llama_cpp.Llama(model_path=path, **KW)
     spec = SpeculativeLlama(path, draft="lookup", **KW)
     hog = subprocess.Popen([sys.executable, "-c", HOG]) if load == "hog" else None
-    pairs, same_text, verify_rounds = [], [], 0
+    pairs, same_text, tokens, verify_rounds = [], [], [], 0
 
     def timed(llm):
-        """(tokens/s from the first streamed token to the last, text): the prompt's time is
-        left out, so two answers of different lengths compare fairly."""
+        """(tokens/s from the first streamed token to the last, text, streamed chunks): the
+        prompt's time is left out, so two answers of different lengths compare fairly."""
         stamps, text = [], ""
         for chunk in llm.create_completion(prompt, max_tokens=MAX_TOKENS, temperature=0.0,
                                            stream=True):
             stamps.append(time.perf_counter())
             text += chunk["choices"][0]["text"]
-        return (len(stamps) - 1) / (stamps[-1] - stamps[0]), text
+        return (len(stamps) - 1) / (stamps[-1] - stamps[0]), text, len(stamps)
 
     def run():
         nonlocal verify_rounds
@@ -158,6 +158,7 @@ def bench_free_text_parity(benchmark, generation_rows, monkeypatch, tmp_path, lo
             verify_rounds += spec.speculation.last.verify_steps
             pairs.append((p[0], s[0]))
             same_text.append(p[1] == s[1])
+            tokens.append((p[2], s[2]))
 
     try:
         benchmark.pedantic(run, rounds=1, iterations=1)
@@ -171,7 +172,8 @@ def bench_free_text_parity(benchmark, generation_rows, monkeypatch, tmp_path, lo
     pooled = (sum(s for _, s in pairs) / len(pairs)) / (sum(p for p, _ in pairs) / len(pairs))
     median = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2
     benchmark.extra_info.update(median_ratio=median, mean_rate_ratio=pooled, ratios=ratios,
-                                same_text=same_text, verify_rounds=verify_rounds)
+                                same_text=same_text, verify_rounds=verify_rounds,
+                                streamed_chunks=tokens)  # (plain, spec) per pair
     generation_rows.append(
         f"free-text parity, qwen-free, {load}: median {median:.3f}x plain over {len(pairs)} ABBA "
         f"pairs (range {ratios[0]:.3f}-{ratios[-1]:.3f}), mean rates {pooled:.3f}x; "

@@ -27,7 +27,8 @@ def results(pytestconfig) -> Results:
 
 
 def _cpu_snapshot():
-    """(wall s, whole machine's busy CPU s, this process's CPU s), or None off Linux."""
+    """(wall s, whole machine's busy CPU s, this process's and its children's CPU s), or
+    None off Linux."""
     try:
         with open("/proc/stat") as f:
             jiffies = [int(x) for x in f.readline().split()[1:]]
@@ -36,7 +37,11 @@ def _cpu_snapshot():
     idle = jiffies[3] + jiffies[4]            # idle + iowait
     busy_s = (sum(jiffies[:8]) - idle) / os.sysconf("SC_CLK_TCK")
     own = os.times()
-    return time.monotonic(), busy_s, own.user + own.system
+    # Children count as the run's own: the servers of bench_server, the processes of
+    # bench_generation's memory benchmark and the CPU hogs are the benchmarks' load, not
+    # another process's (counted once they have exited and been waited for, as all are).
+    own_s = own.user + own.system + own.children_user + own.children_system
+    return time.monotonic(), busy_s, own_s
 
 
 def _other_processes_load(start, end) -> float:
@@ -59,6 +64,14 @@ GENERATION_ROWS = pytest.StashKey[list]()
 def generation_rows(pytestconfig) -> list:
     """Rows of the speculative-generation table (bench_generation.py)."""
     return pytestconfig.stash.setdefault(GENERATION_ROWS, [])
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    """Records in the JSON how busy other processes kept the machine, so that the README's
+    tables (benchmarks/readme_tables.py) can say whether a run was measured on a quiet one."""
+    start, end = config.stash.get(_CPU_AT_START, None), _cpu_snapshot()
+    if start and end:
+        output_json["other_processes_load"] = round(_other_processes_load(start, end), 4)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
