@@ -427,18 +427,13 @@ def test_seeded_sampling_with_a_draft_model_is_reproducible(qwen_path, draft_pat
 
 
 @pytest.mark.parametrize("request_kw, reason", [
-    (dict(grammar="root ::= \"yes\" | \"no\""), "grammar-constrained sampling"),
-    (dict(logits_processor="identity"), "logits processors"),
     (dict(mirostat_mode=2), "mirostat (mode 2)"),
+    (dict(typical_p=0.9), "typical-p sampling"),
 ])
 def test_each_unsupported_feature_falls_back_and_is_reported_once(qwen_path, caplog, request_kw,
                                                                    reason):
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     kw = dict(request_kw)
-    if "grammar" in kw:
-        kw["grammar"] = llama_cpp.LlamaGrammar.from_string(kw["grammar"], verbose=False)
-    if kw.get("logits_processor") == "identity":
-        kw["logits_processor"] = llama_cpp.LogitsProcessorList([lambda ids, scores: scores])
     with caplog.at_level(logging.WARNING, logger="pyspec"):
         for _ in range(2):
             out = llm.create_completion(OPEN_PROMPT, max_tokens=6, temperature=0.7, **kw)
@@ -447,8 +442,6 @@ def test_each_unsupported_feature_falls_back_and_is_reported_once(qwen_path, cap
     llm.close()
     said = [r.message for r in caplog.records if reason in r.message]
     assert len(said) == 1, said  # once per reason, not once per request
-    if "grammar" in request_kw:
-        assert out["choices"][0]["text"] in ("yes", "no")  # the grammar was really applied
 
 
 def test_draft_model_evaluates_only_new_tokens_and_stops_below_p_min(qwen_path, draft_path):

@@ -97,6 +97,21 @@ def test_completion_and_chat_with_statistics(client):
     assert chat.model_extra["pyspec"]["speculative"]
 
 
+def test_json_schema_chat_is_answered_speculatively(client):
+    """response_format with a schema: llama-cpp-python turns it into a grammar, which the
+    speculative loop applies to every verify row (no fallback to the plain loop)."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "city": {"type": "string"}},
+              "required": ["name", "city"]}
+    chat = client.chat.completions.create(
+        model="gemma", max_tokens=60, temperature=0.0,
+        messages=[{"role": "user", "content": "Name: Maria Lopez. City: Valencia. Give JSON."}],
+        response_format={"type": "json_object", "schema": schema})
+    assert set(json.loads(chat.choices[0].message.content)) == {"name", "city"}
+    stats = chat.model_extra["pyspec"]
+    assert stats["speculative"] and stats["fallback_reason"] is None
+
+
 def test_streaming_completion_and_chat(client):
     whole = _greedy(client, REPEAT)
     chunks = list(client.completions.create(model="gemma", prompt=REPEAT, max_tokens=16,
@@ -223,12 +238,12 @@ def test_metrics_in_prometheus_text(server, client):
     for _ in range(2):
         client.completions.create(model="gemma", prompt=REPEAT, max_tokens=8, temperature=0.0)
     client.completions.create(model="gemma", prompt="hi", max_tokens=2,
-                              extra_body={"grammar": 'root ::= "yes" | "no"'})
+                              extra_body={"mirostat_mode": 2})
     after = _metrics(server)
     assert after and all(name.startswith("pyspec_") for name in after)
     assert _sum(after, "pyspec_requests_total") - _sum(before, "pyspec_requests_total") == 2
-    assert _sum(after, "pyspec_fallback_requests_total", "grammar") - _sum(
-        before, "pyspec_fallback_requests_total", "grammar") == 1
+    assert _sum(after, "pyspec_fallback_requests_total", "mirostat") - _sum(
+        before, "pyspec_fallback_requests_total", "mirostat") == 1
     assert _sum(after, "pyspec_emitted_tokens_total") - _sum(before, "pyspec_emitted_tokens_total") == 16
     assert _sum(after, "pyspec_accepted_tokens_total") > _sum(before, "pyspec_accepted_tokens_total")
     assert _sum(after, "pyspec_generation_tokens_per_second") > 0

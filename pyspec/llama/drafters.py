@@ -40,6 +40,14 @@ class Drafter:
               position: int) -> Draft:
         raise NotImplementedError
 
+    def draft_constrained(self, context: np.ndarray, max_tokens: int, params: SamplingParams,
+                          position: int, allowed_run) -> Draft:
+        """``draft`` for a request under a grammar: ``allowed_run(tokens)`` says how many
+        leading tokens of a candidate the grammar allows. A drafter with several candidates
+        prefers the one the grammar allows furthest; by default the one draft is offered as
+        is (the loop cuts it where the grammar forbids it)."""
+        return self.draft(context, max_tokens, params, position)
+
     def start_request(self) -> None:
         """Called when a generate call starts (before its first draft)."""
 
@@ -191,25 +199,53 @@ class PromptLookup(Drafter):
                     self._resync(j)
         self._tokens = ctx
 
-    def draft(self, context, max_tokens, params, position):
-        t0 = time.perf_counter()
-        self._sync(context)
+    def _candidates(self, max_tokens: int):
+        """(cursor, run, tokens) in order of preference: the copy being followed, then the
+        latest occurrence of the longest suffix match, then of shorter ones."""
         seq = self._list
-        out: list = []
-        bucket = None
-        if max_tokens > 0 and self._cursor is not None:
-            out = self._virtual(self._cursor, max_tokens, len(seq))
-        if max_tokens > 0 and not out:
-            for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
-                end = self._index[n].get(tuple(seq[len(seq) - n:]))
-                if end is not None:
-                    self._cursor, self._run = (end, ()), n
-                    out = self._virtual(self._cursor, max_tokens, len(seq))
-                    break
+        if max_tokens <= 0:
+            return
+        if self._cursor is not None:
+            yield self._cursor, self._run, self._virtual(self._cursor, max_tokens, len(seq))
+        for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
+            end = self._index[n].get(tuple(seq[len(seq) - n:]))
+            if end is not None:
+                yield (end, ()), n, self._virtual((end, ()), max_tokens, len(seq))
+
+    def _take(self, cursor, run, out: list, t0: float) -> Draft:
+        if cursor is not self._cursor:  # a new source: follow it from here
+            self._cursor, self._run = cursor, run
         # A copy the output has followed for a while (or a long n-gram match) passes far
         # more often than a guess from a short match: the cost model keeps them apart.
         bucket = ("copy" if self._run >= self.COPY_RUN else "guess") if out else None
         return Draft(list(out), None, time.perf_counter() - t0, bucket)
+
+    def draft(self, context, max_tokens, params, position):
+        t0 = time.perf_counter()
+        self._sync(context)
+        for cursor, run, out in self._candidates(max_tokens):
+            if out:
+                return self._take(cursor, run, out, t0)
+        return Draft([], None, time.perf_counter() - t0, None)
+
+    def draft_constrained(self, context, max_tokens, params, position, allowed_run):
+        """The candidate the grammar allows furthest (the first such in order of
+        preference), cut where the grammar forbids it: when the copy being followed breaks
+        the grammar (a value copied into a field whose type forbids it), an older
+        occurrence of the same context may not."""
+        t0 = time.perf_counter()
+        self._sync(context)
+        best = None
+        for cursor, run, out in self._candidates(max_tokens):
+            n = allowed_run(out) if out else 0
+            if best is None or n > best[3]:
+                best = (cursor, run, out, n)
+            if out and n == len(out):
+                break
+        if best is None or best[3] == 0:
+            return Draft([], None, time.perf_counter() - t0, None)
+        cursor, run, out, n = best
+        return self._take(cursor, run, out[:n], t0)
 
 
 class CallableDrafter(Drafter):

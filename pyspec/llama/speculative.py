@@ -3,10 +3,11 @@
 ``Llama.create_completion``, ``create_chat_completion``, ``__call__`` and streaming all
 consume ``Llama.generate``; replacing that one generator gives every one of them
 speculative decoding with stop strings, ``max_tokens``, ``seed`` and the sampling
-parameters untouched. Requests that use something the verifier cannot honour yet (grammar,
-logits processors, mirostat, typical-p) run llama-cpp-python's plain
-loop instead, and the log says so once per reason: the distribution is never silently
-changed.
+parameters untouched. Grammars (JSON schema and JSON mode included) and logits processors
+are applied to every verify row before the fused verifier samples it
+(``constrained_rows.py``). Requests that use something the verifier cannot honour yet
+(mirostat, typical-p) run llama-cpp-python's plain loop instead, and the log says so once per
+reason: the distribution is never silently changed.
 """
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ import llama_cpp
 from ..errors import InvalidRequestError
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
-from ..verifier import verify_from_pointer
+from ..verifier import verify, verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
+from .constrained_rows import RowConstraints
 from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
+from .grammar_state import GrammarState
 from .stats import SpeculationStats
 
 log = logging.getLogger("pyspec")
@@ -55,13 +58,8 @@ def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, see
                           min_p=min(float(min_p), 1.0), seed=seed, **penalties)
 
 
-def unsupported_reason(*, typical_p=1.0, mirostat_mode=0, logits_processor=None,
-                       grammar=None) -> str:
+def unsupported_reason(*, typical_p=1.0, mirostat_mode=0) -> str:
     """Why a request cannot be verified exactly yet ('' when it can)."""
-    if grammar is not None:
-        return "grammar-constrained sampling"
-    if logits_processor is not None:
-        return "logits processors"
     if mirostat_mode:
         return f"mirostat (mode {mirostat_mode})"
     if typical_p < 1.0:
@@ -201,12 +199,60 @@ class Speculation:
         llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
         return addr
 
-    def _draft(self, context: list, room: int, params: SamplingParams, stats):
+    def _rows(self, addr: int, n: int) -> np.ndarray:
+        """n logits rows of llama.cpp's buffer at ``addr``, in place."""
+        flat = np.ctypeslib.as_array((ctypes.c_float * (n * self.n_vocab)).from_address(addr))
+        return flat.reshape(n, self.n_vocab)
+
+    @staticmethod
+    def _follow_grammar(constraints: RowConstraints, drafts: list, probs) -> tuple:
+        """(drafts to verify, grammar states per row, whether the last draft is forbidden).
+
+        A draft the grammar forbids can never be accepted: no draft after it is verified.
+        Point-mass drafts stop before it (the row emits its own sample anyway). Drafts
+        drawn from known probabilities keep it: rejection sampling must see the draw it
+        rejects, or the corrective token would come from the row's distribution instead of
+        the residual norm(max(0, p - q)), and the output would be biased towards what the
+        draft would have said."""
+        n_allowed, states = constraints.follow(drafts)
+        if n_allowed == len(drafts):
+            return drafts, states, False
+        if probs is None:
+            return drafts[:n_allowed], states, False
+        return drafts[:n_allowed + 1], states, True
+
+    def _verify_constrained(self, constraints: RowConstraints, addr: int, n_rows: int,
+                            context: list, drafts: list, probs, states: list, forbidden: bool,
+                            params: SamplingParams, history):
+        try:
+            window = None
+            if history:
+                window = np.asarray(history[-params.penalty_last_n:] if params.penalty_last_n > 0
+                                    else history)
+            rows = constraints.rows(self._rows(addr, n_rows), context, drafts, states, window,
+                                    len(context))
+            if forbidden:  # the bonus row after a certain rejection: never read
+                rows = np.concatenate([rows, rows[-1:]])
+            result = verify(rows, drafts, probs, params=params, position=len(context),
+                            penalty_history=history)
+            constraints.advance(states, result.n_accepted, int(result.tokens[-1]))
+        except BaseException:
+            constraints.discard(states)
+            raise
+        return result
+
+    def _draft(self, context: list, room: int, params: SamplingParams, stats, constraints=None):
         """Drafts for the next round and how many of them to verify."""
         controller, drafter = self.controller, self.drafter
         if drafter.free:  # draft first, then let the cost model cut
             limit = min(controller.draft_max, room)
-            draft = drafter.draft(np.asarray(context), limit, params, len(context)) if limit else Draft([])
+            if not limit:
+                draft = Draft([])
+            elif constraints is not None and constraints.state is not None:
+                draft = drafter.draft_constrained(np.asarray(context), limit, params, len(context),
+                                                  constraints.allowed_run)
+            else:
+                draft = drafter.draft(np.asarray(context), limit, params, len(context))
             k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
         else:
             k = controller.choose(room)
@@ -216,7 +262,10 @@ class Speculation:
         stats.draft_seconds += draft.seconds
         return draft, min(k, len(draft.tokens))
 
-    def generate(self, tokens, params: SamplingParams, stopping_criteria=None):
+    def generate(self, tokens, params: SamplingParams, stopping_criteria=None,
+                 constraints: Optional[RowConstraints] = None):
+        """The speculative loop. ``constraints``: the request's grammar and logits processors
+        (applied to every verify row; closed when the loop ends)."""
         llama = self.llama
         n_vocab = llama.n_vocab()
         stats = SpeculationStats()
@@ -237,8 +286,14 @@ class Speculation:
             position = llama.n_tokens  # absolute position of the token being emitted
             t0 = time.perf_counter()
             # The tokens decided but not yet emitted: first the prompt's own sample.
-            pending = [int(verify_from_pointer(addr, n_vocab, [], params=params,
-                                               position=position).tokens[0])]
+            if constraints is None:
+                pending = [int(verify_from_pointer(addr, n_vocab, [], params=params,
+                                                   position=position).tokens[0])]
+            else:
+                _, states = constraints.follow([])
+                first = constraints.rows(self._rows(addr, 1), tokens, [], states, None, position)
+                pending = [int(verify(first, [], params=params, position=position).tokens[0])]
+                constraints.advance(states, 0, pending[0])
             n_prompt = len(tokens)
             stats.verify_seconds += time.perf_counter() - t0
             context = list(tokens)
@@ -260,30 +315,44 @@ class Speculation:
                 if room < 0:
                     raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
                 round_start = time.perf_counter()
-                draft, k = self._draft(context, room, params, stats)
+                draft, k = self._draft(context, room, params, stats, constraints)
                 drafts = draft.tokens[:k]
+                n_offered = len(drafts)
+                states, forbidden = None, False
+                if constraints is not None:
+                    drafts, states, forbidden = self._follow_grammar(constraints, drafts, draft.probs)
+                    stats.grammar_cut += n_offered - len(drafts) + forbidden
                 probs = draft.probs
                 if probs is not None and len(drafts) < len(draft.tokens):
-                    probs = type(probs)(probs.tokens[:k], probs.probs[:k])
+                    probs = type(probs)(probs.tokens[:len(drafts)], probs.probs[:len(drafts)])
+                # A forbidden draft kept for rejection sampling is never decoded: it is
+                # rejected for certain, and nothing after it is read.
+                batch = [last] + drafts[:len(drafts) - forbidden]
                 t0 = time.perf_counter()
                 n_before = llama.n_tokens
-                addr = self._decode([last] + drafts, len(drafts) + 1)
+                addr = self._decode(batch, len(batch))
                 t1 = time.perf_counter()
                 # The penalties look back on what this call generated (llama.cpp's sampler
                 # accepts each sampled token; the prompt is not in its window).
                 history = context[n_prompt:] if params.penalties_on else None
-                result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
-                                             position=len(context), penalty_history=history)
+                if constraints is None:
+                    result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
+                                                 position=len(context), penalty_history=history)
+                else:
+                    result = self._verify_constrained(constraints, addr, len(batch), context,
+                                                      drafts, probs, states, forbidden, params,
+                                                      history)
                 t2 = time.perf_counter()
                 keep = n_before + 1 + result.n_accepted
                 if keep < llama.n_tokens:  # drop the rejected drafts' KV cells
                     self.decoder.remove_from(keep)
                     llama.n_tokens = keep
-                self.controller.record_target(len(drafts) + 1, t1 - t0)
-                self.controller.record_acceptance(len(drafts), result.n_accepted, draft.bucket)
+                self.controller.record_target(len(batch), t1 - t0)
+                # Drafts the grammar cut count as rejected: the drafter offered them.
+                self.controller.record_acceptance(n_offered, result.n_accepted, draft.bucket)
                 stats.target_seconds += t1 - t0
                 stats.verify_seconds += t2 - t1
-                if drafts:
+                if len(batch) > 1:
                     stats.verify_steps += 1
                     stats.draft_lengths[len(drafts)] = stats.draft_lengths.get(len(drafts), 0) + 1
                     stats.drafted += len(drafts)
@@ -299,6 +368,11 @@ class Speculation:
                     self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
         finally:
+            if constraints is not None:
+                stats.grammar_seconds += constraints.grammar_seconds
+                stats.grammar_rows += constraints.grammar_rows
+                stats.processor_seconds += constraints.processor_seconds
+                constraints.close()
             stats.cost_model = self.controller.describe()
             self.total.add(stats)
             save_ratios(self._cost_file, self.controller.costs.shape_to_save())
@@ -316,9 +390,7 @@ def _speculative_generate(self, tokens, **kwargs):
     spec: Speculation = self._pyspec
     args = dict(_GENERATE_DEFAULTS)
     args.update(kwargs)
-    reason = unsupported_reason(
-        typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"],
-        logits_processor=args["logits_processor"], grammar=args["grammar"])
+    reason = unsupported_reason(typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"])
     if not reason and not args["reset"]:
         reason = "generate(reset=False)"
     if not reason and (getattr(self, "_is_recurrent", False) or getattr(self, "_is_hybrid", False)):
@@ -336,7 +408,26 @@ def _speculative_generate(self, tokens, **kwargs):
                                  frequency_penalty=args["frequency_penalty"],
                                  presence_penalty=args["presence_penalty"],
                                  penalty_last_n=self.last_n_tokens_size)
-    return spec.generate(tokens, params, args["stopping_criteria"])
+    constraints = None
+    if args["grammar"] is not None or args["logits_processor"] is not None:
+        state = GrammarState.parse(self, args["grammar"]) if args["grammar"] is not None else None
+        constraints = RowConstraints(params, spec.n_vocab, state,
+                                     _processor_list(args["logits_processor"]))
+    return spec.generate(tokens, params, args["stopping_criteria"], constraints)
+
+
+def _processor_list(logits_processor) -> list:
+    """llama-cpp-python's logits_processor is a list of ``f(input_ids, scores) -> scores``
+    (``LogitsProcessorList``); one bare callable is taken as a list of one."""
+    if logits_processor is None:
+        return []
+    if callable(logits_processor) and not isinstance(logits_processor, (list, tuple)):
+        return [logits_processor]
+    processors = list(logits_processor)
+    for p in processors:
+        if not callable(p):
+            raise TypeError(f"logits_processor must hold callables, got {type(p).__name__}")
+    return processors
 
 
 _COMPLETION_SIGNATURE = inspect.signature(llama_cpp.Llama.create_completion)
@@ -491,16 +582,7 @@ _MODEL_METHODS = tuple(
 def check_grammar(llama: llama_cpp.Llama, grammar) -> None:
     """llama-cpp-python hands a grammar to llama.cpp unparsed; one that does not parse gives
     a null sampler, and the next call crashes the process. Parse it first."""
-    text = getattr(grammar, "_grammar", None)
-    root = getattr(grammar, "_root", "root")
-    if not isinstance(text, str):
-        raise InvalidRequestError(f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
-    vocab = llama_cpp.llama_model_get_vocab(llama.model)
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), root.encode())
-    if not sampler:
-        raise InvalidRequestError("the grammar does not parse (llama.cpp printed where on stderr); "
-                         f"its first line: {text.strip().splitlines()[0][:80] if text.strip() else '(empty)'!r}")
-    llama_cpp.llama_sampler_free(sampler)
+    GrammarState.parse(llama, grammar).close()
 
 
 def check_llama_threads(llama_kwargs: dict) -> None:

@@ -26,6 +26,12 @@ class SpeculationStats:
     # acceptance by draft kind) and why its last round drafted what it drafted.
     cost_model: str = ""
     draft_lengths: dict = field(default_factory=dict)  # k -> verify steps that drafted k
+    # Grammar and logits processors (requests that use them): drafts the grammar forbade
+    # (never verified), verify rows masked, and the time that took (part of verify_seconds).
+    grammar_cut: int = 0
+    grammar_rows: int = 0
+    grammar_seconds: float = 0.0
+    processor_seconds: float = 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -75,4 +81,14 @@ class SpeculationStats:
                 f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
                 f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
                 f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
-                f"prompt {self.prompt_seconds:.3f}s")
+                f"prompt {self.prompt_seconds:.3f}s" + self._constraint_summary())
+
+    def _constraint_summary(self) -> str:
+        parts = []
+        if self.grammar_rows:
+            parts.append(f"grammar {self.grammar_seconds * 1e3:.1f}ms over {self.grammar_rows} rows "
+                         f"({self.grammar_seconds / self.grammar_rows * 1e6:.0f}us each), "
+                         f"{self.grammar_cut} drafts it forbade")
+        if self.processor_seconds:
+            parts.append(f"logits processors {self.processor_seconds * 1e3:.1f}ms")
+        return "; " + ", ".join(parts) if parts else ""
