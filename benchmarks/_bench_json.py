@@ -1,0 +1,103 @@
+"""The pytest-benchmark JSON files behind the README's figures: finding one suite's file,
+its benchmarks by name, and the line that says when and on what machine it was measured.
+
+Standard library only: ``readme_tables.py`` must run (and ``--check`` must pass) on a
+machine without pyspec's library, models or pytest-benchmark.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO / "docs" / "results"
+
+
+class MissingResults(Exception):
+    """A benchmark a section needs is not in its file: the README cannot claim it."""
+
+
+@dataclass
+class Run:
+    """One suite's JSON file, as ``pyspec bench`` (``--benchmark-json``) wrote it."""
+
+    suite: str
+    path: Path
+    data: dict
+
+    @property
+    def benchmarks(self) -> list:
+        return self.data.get("benchmarks", [])
+
+    def named(self, function: str) -> list:
+        """The benchmarks of one test function (``bench_x`` matches ``bench_x[...]``)."""
+        return [b for b in self.benchmarks if b["name"].split("[")[0] == function]
+
+    def one(self, name: str) -> dict:
+        for b in self.benchmarks:
+            if b["name"] == name:
+                return b
+        raise MissingResults(f"{self.path}: no benchmark {name!r}")
+
+    def measured_line(self) -> str:
+        """When, on what, and how quiet: the README says this above every generated table,
+        so a figure is never read without its machine and date."""
+        where = self.path.relative_to(REPO) if self.path.is_relative_to(REPO) else self.path
+        line = f"*Measured {self.data.get('datetime', '?')[:10]} on {machine(self.data)}"
+        load = self.data.get("other_processes_load")
+        if load is not None:
+            # conftest.py records it: a busy machine stalls default-thread timings.
+            line += f"; other processes kept {100 * load:.0f}% of the CPUs busy"
+        return line + f" (`{where.as_posix()}`).*"
+
+
+def machine(data: dict) -> str:
+    """'AMD EPYC, 2 CPUs, AVX2, no AVX-512': the SIMD level decides verify's speed, and the
+    brand alone does not say it."""
+    cpu = data.get("machine_info", {}).get("cpu", {})
+    text = f"{cpu.get('brand_raw', 'an unknown CPU')}, {cpu.get('count', '?')} CPUs"
+    flags = set(cpu.get("flags", ()))
+    if "avx512f" in flags:
+        text += ", AVX-512"
+    elif "avx2" in flags:
+        text += ", AVX2, no AVX-512"
+    return text
+
+
+def load(suite: str, results_dir: Path = RESULTS_DIR) -> Run:
+    path = Path(results_dir) / f"{suite}.json"
+    if not path.is_file():
+        raise MissingResults(f"{path}: no such file (run `python3 -m pyspec bench {suite}` and "
+                             "take its JSON, see benchmarks/README.md)")
+    return Run(suite, path, json.loads(path.read_text()))
+
+
+def load_first(suites, results_dir: Path = RESULTS_DIR):
+    """The first of ``suites`` that has a file (``verify-all`` holds what ``verify`` does),
+    or None when none has."""
+    for suite in suites:
+        if (Path(results_dir) / f"{suite}.json").is_file():
+            return load(suite, results_dir)
+    return None
+
+
+def not_measured(suites, results_dir: Path = RESULTS_DIR) -> list:
+    """What a section says while no file backs it: that nothing is measured, and how to
+    measure it, rather than a table nobody can trace."""
+    where = Path(results_dir)
+    where = where.relative_to(REPO) if where.is_relative_to(REPO) else where
+    # The missing file is named unquoted: tests/test_readme.py holds every `path` to exist.
+    return [f"*Not measured: `{where.as_posix()}/` holds no {suites[0]}.json. "
+            f"`python3 -m pyspec bench {suites[0]} --out bench-results`, then "
+            "`python3 benchmarks/readme_tables.py --take bench-results`, fills this in.*"]
+
+
+def stripped(data: dict) -> dict:
+    """The JSON without each benchmark's raw timings (``stats.data``, megabytes for the verify
+    suites): the README needs the statistics and ``extra_info`` only."""
+    out = dict(data, benchmarks=[])
+    for b in data.get("benchmarks", []):
+        stats = {k: v for k, v in (b.get("stats") or {}).items() if k != "data"}
+        out["benchmarks"].append(dict(b, stats=stats))
+    return out

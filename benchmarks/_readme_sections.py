@@ -1,0 +1,273 @@
+"""What the README shows between each pair of ``<!-- generated:NAME begin/end -->`` markers,
+rendered from the suites' pytest-benchmark JSON (``_bench_json.Run``).
+
+One function per section. Every number in a section comes from the JSON; the words around
+them are fixed here, so a sentence never outlives the measurement it describes. A figure a
+file does not hold (an older file, a suite run in part) leaves its sentence out rather than
+showing a stale value.
+"""
+from __future__ import annotations
+
+import re
+from statistics import median
+
+from _bench_json import MissingResults, Run
+
+# The benchmarks' models, by vocabulary size (_workloads.VOCAB_MODELS; not imported, since
+# that module needs pyspec's library and this one must not).
+VOCAB_LABEL = {151936: "Qwen 1.5B", 262144: "Gemma 270M"}
+
+
+def _span(values, fmt="{:.2f}", suffix="") -> str:
+    """'1.06-1.41x' for a range, '1.06x' when it is one value."""
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return (lo if lo == hi else f"{lo}-{hi}") + suffix
+
+
+def _table(header, rows) -> list:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(row) + " |" for row in rows]
+
+
+# --- verify: fused verify against a read pass and llama.cpp's chain ----------------------
+
+def _verify_rows(run: Run, function: str, threads: str) -> list:
+    """extra_info of one verify function's benchmarks at 'default' or '1' threads."""
+    return [b["extra_info"] for b in run.named(function)
+            if b["name"].endswith(f"-threads-{threads}]") and "verify_over_read_pass" in b["extra_info"]]
+
+
+def verify_table(run: Run) -> list:
+    rows = _verify_rows(run, "bench_verify", "default")
+    if not rows:
+        raise MissingResults(f"{run.path}: no bench_verify ratios")
+    threads = sorted({e["n_threads"] for e in rows})
+    out = [run.measured_line(), "",
+           "Fused verify against one numpy read pass (`np.max(logits, axis=1)`) over the same "
+           "rows and against llama.cpp's sampler chain applied row by row (what "
+           "llama-cpp-python does today), ratios of medians measured in one run, every row "
+           f"read (all drafts accepted), {'/'.join(map(str, threads))} threads (the default):", ""]
+    table = []
+    for source in ("real", "random"):
+        for vocab in sorted({e["vocab"] for e in rows}):
+            cell = {(e["params"], e["k"]): e for e in rows
+                    if e["input"] == source and e["vocab"] == vocab and e["dtype"] == "float32"}
+            if not cell:
+                continue
+            ks = sorted({k for _, k in cell})
+            ratio = lambda params: " / ".join(  # noqa: E731
+                f"{cell[params, k]['verify_over_read_pass']:.2f}" if (params, k) in cell else "-"
+                for k in ks)
+            chain = [e["chain_over_verify"] for e in cell.values() if "chain_over_verify" in e]
+            label = f"real ({VOCAB_LABEL.get(vocab, vocab)})" if source == "real" else "random N(0, 3)"
+            table.append((label, str(vocab), " / ".join(map(str, ks)), ratio("greedy"),
+                          ratio("default"), _span(chain, "{:.0f}", "x") if chain else "-"))
+    out += _table(("logits", "V", "k", "greedy: verify / read", "default params: verify / read",
+                   "chain / verify"), table)
+    return out + [""] + _verify_prose(run)
+
+
+def _verify_prose(run: Run) -> list:
+    """The one-thread, draft-probability and float16 figures, where the file has them (the
+    ``verify`` suite has real float32 logits only; ``verify-all`` has the rest)."""
+    sentences = []
+    one = _verify_rows(run, "bench_verify", "1")
+    real = [e["verify_over_read_pass"] for e in one if e["input"] == "real"]
+    rand = [e["verify_over_read_pass"] for e in one if e["input"] == "random"]
+    if real:
+        s = f"With one thread verify is {_span(real, suffix='x')} a read pass on real logits"
+        if rand:
+            s += f" (up to {max(rand):.2f}x on random logits, where the top-k 40 heap sees more insertions)"
+        sentences.append(s)
+    probs = _verify_rows(run, "bench_verify_draft_probs", "default")
+    if probs:
+        point = [e["verify_over_read_pass"] for e in _verify_rows(run, "bench_verify", "default")
+                 if e["input"] == "real" and e["params"] == "default"
+                 and (e["vocab"], e["k"]) in {(p["vocab"], p["k"]) for p in probs}]
+        s = ("with dense draft probabilities (modified rejection sampling; `check_draft_probs` "
+             "on, as by default, so q's rows are checked in numpy first) "
+             f"{_span([e['verify_over_read_pass'] for e in probs], suffix='x')} the read pass")
+        if point:
+            s += f", against {_span(point, suffix='x')} with point-mass drafts at the same V and k"
+        sentences.append(s)
+    half = _verify_rows(run, "bench_verify_float16", "default")
+    if half:
+        s = (f"float16 logits are read directly: {_span([e['verify_over_read_pass'] for e in half], suffix='x')}"
+             " an int16 read of the same bytes")
+        chain = [e["chain_over_verify"] for e in half if "chain_over_verify" in e]
+        if chain:
+            s += f", {_span(chain, '{:.0f}', 'x')} faster than the chain"
+        sentences.append(s)
+    out = []
+    if sentences:
+        out.append("; ".join(sentences) + " (default threads unless said).")
+    per_row = [b["extra_info"]["median_us"] / (b["extra_info"]["k"] + 1)
+               for b in run.named("bench_llama_chain")
+               if b["extra_info"].get("vocab") == 151936 and b["extra_info"].get("input") == "real"
+               and b["extra_info"].get("dtype") == "float32" and "median_us" in b["extra_info"]]
+    if per_row:
+        out.append(f"For scale: llama.cpp's chain costs ~{median(per_row):.0f} µs per "
+                   "151936-wide row here (median over k and params).")
+    return out
+
+
+# --- pyspec serve against llama_cpp.server ----------------------------------------------
+
+SERVER_CASES = {"repeat-completion": "completion, repeated file",
+                "free-chat": 'chat, free text ("how a hash map works")'}
+
+
+def server_table(run: Run) -> list:
+    rows, pairs = [], set()
+    for case, label in SERVER_CASES.items():
+        e = run.one(f"bench_server_against_plain_llama_cpp_server[{case}]")["extra_info"]
+        pairs.add(len(e["ratios"]))
+        rows.append((label, f"{e['plain_tok_s']:.1f} tok/s", f"{e['pyspec_tok_s']:.1f} tok/s",
+                     f"{e['pyspec_tok_s'] / e['plain_tok_s']:.2f}x ({_span(e['ratios'])})"))
+    return [run.measured_line(), "",
+            "Both servers on Gemma 3 270M with 2 threads, plain `llama_cpp.server --logits_all "
+            "false` (its fastest setting), the same greedy requests alternating, tokens/s as the "
+            "`openai` client sees them (prompt, HTTP and JSON included), "
+            f"{'/'.join(map(str, sorted(pairs)))} pairs:", ""] + _table(
+        ("request", "llama_cpp.server", "pyspec serve (lookup)", "ratio (per-pair range)"), rows)
+
+
+# --- free text: speculative against plain, ABBA pairs ----------------------------------
+
+def parity(run: Run) -> list:
+    quiet = run.one("bench_free_text_parity[quiet]")["extra_info"]
+    n = len(quiet["ratios"])
+    out = [run.measured_line(), "",
+           "The same greedy free-text request on Qwen 1.5B, plain and speculative in ABBA order, "
+           f"{n} pairs, generation tokens/s from the first streamed token to the last."]
+    chunks = quiet.get("streamed_chunks")
+    if chunks:
+        counts = sorted({c for pair in chunks for c in pair})
+        out.append(f"Both stream {_span(counts, '{}')} tokens per request, with "
+                   f"{quiet['verify_rounds']} verify rounds in all (lookup finds nothing worth "
+                   "verifying).")
+    else:
+        out.append(f"{quiet['verify_rounds']} verify rounds in all.")
+    out.append(f"Without a CPU hog: median {quiet['median_ratio']:.3f}x plain (per-pair range "
+               f"{_span(quiet['ratios'], '{:.2f}')}), mean rates {quiet['mean_rate_ratio']:.3f}x; "
+               f"the speculative text equals plain's in {sum(quiet['same_text'])} of {n} pairs.")
+    hog = [b for b in run.named("bench_free_text_parity") if b["name"].endswith("[hog]")]
+    if hog:
+        e = hog[0]["extra_info"]
+        out.append(f"With a CPU hog throughout: median {e['median_ratio']:.3f}x (range "
+                   f"{_span(e['ratios'], '{:.2f}')}; the hog lands on whichever side runs).")
+    out.append(f"The per-pair spread ({_span(quiet['ratios'], '{:.2f}')}) is why one pair, or "
+               "one run, says little about a difference of a few percent.")
+    return out
+
+
+# --- a new process's first three requests ----------------------------------------------
+
+FIRST_REQUEST_CASES = {"qwen-rename": "Qwen 1.5B rename, lookup",
+                       "gemma-repeat": "Gemma 270M repeated file, lookup",
+                       "qwen-free": "Qwen 1.5B free text, lookup"}
+
+
+def first_requests(run: Run) -> list:
+    found = {(b["params"]["case"], b["params"]["load"]): b["extra_info"]
+             for b in run.named("bench_first_requests")}
+    if not found:
+        raise MissingResults(f"{run.path}: no bench_first_requests results")
+    rows, gap_over_pass, later_spec, later_plain = [], [], [], []
+    plain_rate = {}
+    for case, label in FIRST_REQUEST_CASES.items():
+        for load in ("quiet", "hog"):
+            e = found.get((case, load))
+            if e is None:
+                continue
+            reqs = [e[f"request{i}"] for i in (1, 2, 3)]
+            first = reqs[0]
+            rows.append((label, load, *(f"{r['ratio']:.2f}x" for r in reqs),
+                         f"{first['ttft_spec']:.2f} / {first['ttft_plain']:.2f} s",
+                         f"{1000 * first['max_gap_spec']:.0f} / {1000 * first['max_gap_plain']:.0f}"
+                         f" / {1000 * first['slowest_pass_spec']:.0f} ms"))
+            gap_over_pass += [r["max_gap_spec"] / r["slowest_pass_spec"] for r in reqs
+                              if r["slowest_pass_spec"] > 0]
+            later_spec += [r["ttft_spec"] for r in reqs[1:]]
+            later_plain += [r["ttft_plain"] for r in reqs[1:]]
+            if load == "quiet":
+                plain_rate.setdefault(label.split(" ")[0] + " " + label.split(" ")[1], []).extend(
+                    r["rate_plain"] for r in reqs)
+    rates = ", ".join(f"{model} ~{median(v):.0f} tok/s" for model, v in plain_rate.items())
+    out = [run.measured_line(), "",
+           f"Plain decoding here, quiet: {rates}. A fresh `SpeculativeLlama` with a nonsense cost "
+           "file planted (ignored with one warning), three greedy requests, alternating with plain "
+           "llama-cpp-python; \"hog\": a CPU-burning process during the first request of both:", ""]
+    out += _table(("case", "load", "request 1", "request 2", "request 3",
+                   "first request's TTFT (spec / plain)",
+                   "largest gap (spec / plain / slowest spec pass)"), rows)
+    out.append("")
+    if gap_over_pass:
+        out.append("The largest gap between streamed tokens is "
+                   f"{_span(gap_over_pass, suffix='x')} the slowest target pass of the speculative "
+                   f"loop over all {len(gap_over_pass)} requests. Time to first token of later "
+                   f"requests: {_span(later_spec)} s speculative, {_span(later_plain)} s plain.")
+    return out
+
+
+# --- speculative generation against plain llama-cpp-python -----------------------------
+
+GEN_MODEL = {"qwen": "Qwen 1.5B", "gemma": "Gemma 270M"}
+GEN_DRAFT = {"lookup": "lookup", "qwen-0.5b": "0.5B draft"}
+GEN_PROMPT = {"edit": "rename a variable", "free": "free text", "repeat": "repeated file"}
+
+
+def _generation_label(name: str) -> str:
+    """'bench_generation[qwen-lookup-edit-t0.0]' -> 'Qwen 1.5B, lookup, rename a variable, greedy'
+    (bench_generation.GenCase.id; parsed, since importing the benchmark needs llama_cpp)."""
+    match = re.fullmatch(r"bench_generation\[(\w+)-(.+)-(\w+)-t([\d.]+)\]", name)
+    if not match:
+        return name
+    model, draft, prompt, temp = match.groups()
+    return ", ".join((GEN_MODEL.get(model, model), GEN_DRAFT.get(draft, draft),
+                      GEN_PROMPT.get(prompt, prompt), "greedy" if float(temp) == 0 else temp))
+
+
+def generation(run: Run) -> list:
+    cases = [b for b in run.named("bench_generation") if "ratio" in b["extra_info"]]
+    if not cases:
+        raise MissingResults(f"{run.path}: no bench_generation results")
+    rows, realised_predicted, realised_accounted = [], [], []
+    for b in cases:
+        e = b["extra_info"]
+        worst = f" ({e['worst_seed_ratio']:.2f}x)" if len(e.get("seeds", ())) > 1 else ""
+        rows.append((_generation_label(b["name"]), f"{e['plain_tok_s']:.1f}", f"{e['spec_tok_s']:.1f}",
+                     f"{e['ratio']:.2f}x{worst}", f"{100 * e['acceptance']:.0f}%",
+                     f"{e['ratio'] / e['predicted_speedup']:.2f}"))
+        realised_predicted.append(e["ratio"] / e["predicted_speedup"])
+        realised_accounted.append(e["ratio"] / e["accounted_speedup"])
+    out = [run.measured_line(), "",
+           "Same prompts, plain and speculative alternating in one run, generation tokens/s after "
+           "the prompt; sampled cases run three seeds in every round, and the worst seed's own "
+           "ratio is given beside the overall one:", ""]
+    out += _table(("model, drafter, prompt, temperature", "plain tok/s", "speculative",
+                   "ratio (worst seed)", "acceptance", "realised / predicted"), rows)
+    out += ["", f"Realised / predicted (the cost model's speedup from the measured acceptance, "
+                f"summed over the draft lengths used) is {_span(realised_predicted)}; realised / "
+                f"\"accounted\" (the cost model's costs for the rounds that actually ran, no "
+                f"acceptance model) is {_span(realised_accounted)}."]
+    ttft = [b["extra_info"] for b in run.named("bench_time_to_first_token_and_memory")]
+    if ttft and "ttft_ratio" in ttft[0]:
+        e = ttft[0]
+        out.append(f"Time to first token on a {e['prompt_tokens']}-token prompt: "
+                   f"{e['ttft_ratio']['lookup']:.3f}x plain with lookup, "
+                   f"{e['ttft_ratio']['draft']:.3f}x with the 0.5B draft; peak RSS with lookup "
+                   f"{e['peak_rss_delta_mib']['lookup']:+.0f} MiB against plain's "
+                   f"{e['peak_rss_mib']['plain']:.0f} MiB, with the 0.5B draft "
+                   f"{e['peak_rss_delta_mib']['draft']:+.0f} MiB (its own weights and cache).")
+    return out
+
+
+# section name -> (suites whose JSON can supply it, first found wins; renderer)
+SECTIONS = {
+    "verify-table": (("verify-all", "verify"), verify_table),
+    "server-table": (("server",), server_table),
+    "parity": (("parity",), parity),
+    "first-request-table": (("first-request",), first_requests),
+    "generation-table": (("generation",), generation),
+}
