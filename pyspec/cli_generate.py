@@ -9,6 +9,7 @@ out of both), and the two texts compared.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -51,6 +52,12 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--compare", action="store_true",
                       help="then run plain llama-cpp-python too: speeds measured the same way "
                            "and whether the texts match")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--grammar", metavar="FILE", help="constrain the output by a GBNF grammar")
+    shape.add_argument("--json-schema", metavar="FILE_OR_JSON",
+                       help="constrain the output to JSON matching this schema (a file or the "
+                            "schema itself)")
+    shape.add_argument("--json", action="store_true", help="constrain the output to any JSON")
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines")
 
 
@@ -68,6 +75,37 @@ def read_prompt(args, default: str) -> str:
     if args.prompt is not None:
         return args.prompt
     return default
+
+
+def read_grammar(args):
+    """The LlamaGrammar that --grammar, --json-schema or --json ask for (None: none)."""
+    import llama_cpp
+
+    if args.json:
+        return llama_cpp.LlamaGrammar.from_string(llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
+    if args.grammar:
+        return llama_cpp.LlamaGrammar.from_string(_read_text(args.grammar, "--grammar"), verbose=False)
+    if args.json_schema:
+        text = args.json_schema
+        if not text.lstrip().startswith("{"):
+            text = _read_text(text, "--json-schema")
+        try:
+            json.loads(text)
+            return llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
+        except Exception as exc:  # json's and llama-cpp-python's converter's own errors
+            raise UsageError(f"--json-schema: not a JSON schema llama-cpp-python can convert "
+                             f"({type(exc).__name__}: {exc})") from exc
+    return None
+
+
+def _read_text(path: str, option: str) -> str:
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory; give a text file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror.lower()}") from exc
 
 
 class UsageError(ValueError):
@@ -182,7 +220,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         raise UsageError("the prompt is empty")
     common = dict(n_ctx=args.ctx_size, verbose=args.verbose, n_threads=args.threads)
     request = dict(max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
-                   top_p=args.top_p, min_p=args.min_p, seed=args.seed)
+                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, grammar=read_grammar(args))
     if args.plain:
         what = "llama-cpp-python's own loop (no pyspec)"
     elif args.no_draft:
@@ -198,6 +236,15 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         llm = SpeculativeLlama(target, draft=draft, draft_max=0 if args.no_draft else args.draft_max,
                                draft_min=0 if args.no_draft else args.draft_min,
                                draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft, **common)
+    if request["grammar"] is not None:
+        from .errors import InvalidRequestError
+        from .llama.speculative import check_grammar
+
+        try:  # llama-cpp-python's own loop (--plain, --compare) would crash on a bad one
+            check_grammar(llm, request["grammar"])
+        except InvalidRequestError as exc:
+            llm.close()
+            raise UsageError(f"--grammar: {exc}") from exc
     chat = _use_chat(llm, args, prompt)
     print(f"pyspec: prompt {'in the model chat template' if chat else 'as given (raw)'}"
           + ("" if args.chat is not None or args.system is not None else

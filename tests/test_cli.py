@@ -1,4 +1,5 @@
 """The command line, end to end on a real model."""
+import json
 import os
 import re
 import subprocess
@@ -104,3 +105,19 @@ def test_unknown_model_name_is_a_clear_error():
 def test_assembled_models_have_the_published_size():
     for name, spec in MODELS.items():
         assert ensure_model(name).stat().st_size == spec.size
+
+
+def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
+    schema = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'
+    out = _run("generate", "-m", gemma_path, "--chat", "-n", "40", "--json-schema", schema,
+               "-p", "Maria lives in Valencia. Answer with JSON giving her city.")
+    assert out.returncode == 0, out.stderr
+    assert set(json.loads(out.stdout)) == {"city"}
+    assert "grammar" in out.stderr  # the statistics say what the grammar cost
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text("root ::= broken (")
+    refused = _run("generate", "-m", gemma_path, "-n", "4", "--grammar", str(bad), "--plain")
+    assert refused.returncode == 2 and "does not parse" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    missing = _run("generate", "-m", gemma_path, "--json-schema", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr

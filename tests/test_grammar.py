@@ -70,11 +70,12 @@ def _samples(row, params, n=N_SAMPLES, first=0):
 
 
 CASES = [  # prompt, grammar, grammar prefix already generated
-    ("My favourite fruit is", WORDS, ""),
-    ("The year the war ended was", DIGITS, ""),
-    ('Give JSON for the person Maria Lopez: {"name": "Mar', llama_cpp.llama_grammar.JSON_GBNF,
-     '{"name": "Mar'),
-    ('Give JSON for the person Maria Lopez:', llama_cpp.llama_grammar.JSON_GBNF, ""),
+    pytest.param("My favourite fruit is", WORDS, "", id="words"),
+    pytest.param("The year the war ended was", DIGITS, "", id="digits"),
+    pytest.param('Give JSON for the person Maria Lopez: {"name": "Mar',
+                 llama_cpp.llama_grammar.JSON_GBNF, '{"name": "Mar', id="json-in-string"),
+    pytest.param('Give JSON for the person Maria Lopez:', llama_cpp.llama_grammar.JSON_GBNF, "",
+                 id="json-start"),
 ]
 
 
@@ -99,6 +100,28 @@ def test_kept_tokens_hold_the_m_best_allowed_and_nothing_forbidden(gemma, prompt
     if m < 300:
         assert kept.size < row.size // 10  # the walk stopped early: no whole-vocabulary pass
     state.close()
+
+
+@pytest.mark.parametrize("prompt, grammar, prefix", CASES + [  # only EOG and spaces left:
+    pytest.param('Give JSON: {"a": 1}', llama_cpp.llama_grammar.JSON_GBNF, '{"a": 1}',
+                 id="json-done")])
+@pytest.mark.parametrize("params", [
+    pyspec.SamplingParams(temperature=0.0), pyspec.SamplingParams(temperature=0.8),
+    pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.9, min_p=0.0),
+    pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=1.0, min_p=0.1),
+    pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)],
+    ids=["greedy", "defaults", "top_p", "min_p", "raw"])
+def test_rows_masked_by_the_walk_have_the_whole_mask_distribution(gemma, prompt, grammar, prefix,
+                                                                  params):
+    """The walk (with its min-p and top-p stops) forbids more than the grammar, never what
+    the chain would keep: the distribution over the row is the whole-vocabulary mask's."""
+    row = _row(gemma, prompt)
+    state = _state(gemma, grammar, prefix)
+    constraints = RowConstraints(params, row.size, state)
+    walked = constraints.rows(row[None], [], [], [state], None, 0)[0]
+    want = pyspec.distribution(_full_mask(state, row), params)
+    np.testing.assert_allclose(pyspec.distribution(walked, params), want, atol=1e-6)
+    constraints.close()
 
 
 PARAMS = [pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=11),
@@ -341,4 +364,62 @@ def test_grammar_with_a_draft_model_cuts_or_rejects_forbidden_drafts(qwen_path, 
         assert json.loads(out["choices"][0]["text"])["city"]
         stats = spec.speculation.last
         assert stats.verify_steps > 0 and stats.accepted > 0
+    spec.close()
+
+
+ANSWERS = 'root ::= " " ("yes" | "no" | "maybe") "."'
+QA_PROMPT = ("Q: Is the sky blue? A: yes.\nQ: Is fire cold? A: no.\nQ: Will it rain tomorrow? "
+             "A: maybe.\nQ: Is ice cold? A: yes.\nQ: Can fish fly? A: no.\nQ: Is the sea deep? A:")
+
+
+def _exact_outputs(llm, prompt_tokens, grammar: str, params) -> dict:
+    """Every text the grammar lets the sampler emit, with its exact probability: the chain's
+    distribution (llama.cpp's transforms on the row masked over the whole vocabulary) at
+    every node of the tree of token paths, one plain decode per node."""
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    outputs: dict = {}
+
+    def walk(prefix, state, prob):
+        llm.reset()
+        llm.eval(prompt_tokens + prefix)
+        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        dist = reference_distribution(_full_mask(state, row), params)
+        for t in np.flatnonzero(dist > 0):
+            p = prob * dist[t]
+            if llama_cpp.llama_vocab_is_eog(vocab, int(t)):
+                text = llm.detokenize(prefix).decode()
+                outputs[text] = outputs.get(text, 0.0) + p
+                continue
+            following = state.copy()
+            following.accept(int(t))
+            walk(prefix + [int(t)], following, p)
+            following.close()
+
+    start = _state(llm, grammar)
+    walk([], start, 1.0)
+    start.close()
+    return outputs
+
+
+def test_sampled_speculative_outputs_follow_the_exact_constrained_distribution(gemma, gemma_path):
+    """End to end on a real model: lookup drafts the answers of the prompt (rows verified
+    with drafts before them, the grammar state rolled forward per row and back on
+    rejection); the distribution of whole outputs must be the one the chain gives."""
+    params = pyspec.SamplingParams(temperature=1.5, top_k=40, top_p=1.0, min_p=0.0, seed=0)
+    tokens = gemma.tokenize(QA_PROMPT.encode())
+    exact = _exact_outputs(gemma, tokens, ANSWERS, params)
+    assert len(exact) >= 3 and abs(sum(exact.values()) - 1.0) < 1e-6, exact
+    spec = SpeculativeLlama(gemma_path, draft="lookup", draft_max=4, adaptive=False, **KW)
+    grammar = llama_cpp.LlamaGrammar.from_string(ANSWERS, verbose=False)
+    texts = list(exact)
+    got = []
+    for seed in range(400):
+        out = spec.create_completion(QA_PROMPT, max_tokens=10, temperature=1.5, top_k=40,
+                                     top_p=1.0, min_p=0.0, seed=seed, grammar=grammar)
+        text = out["choices"][0]["text"]
+        assert text in exact, f"{text!r} is not an output the grammar and chain allow"
+        got.append(texts.index(text))
+    total = spec.speculation.total
+    assert total.verify_steps > 100 and total.accepted > 0
+    assert chisquare_pvalue(np.array(got), np.array([exact[t] for t in texts])) > ALPHA
     spec.close()

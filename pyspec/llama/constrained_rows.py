@@ -37,7 +37,8 @@ _SUBSAMPLE = 64  # thresholds come from every 64th logit: one cheap partial sort
 
 
 def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
-                always: Optional[np.ndarray] = None) -> np.ndarray:
+                always: Optional[np.ndarray] = None, *, top_p: float = 1.0,
+                min_p: float = 0.0) -> np.ndarray:
     """Allowed token ids that include the ``m`` highest-logit allowed tokens of ``row``,
     ties at the m-th included, plus every allowed token of ``always``.
 
@@ -46,6 +47,12 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
     other token keeps its logit, so the walk over raw logits finds the rest. Returned ids are
     a superset of what top-m over the allowed tokens keeps, and all allowed: forbidding
     everything else changes neither the distribution nor the draw.
+
+    ``top_p`` / ``min_p`` (without penalties only): the walk also stops once every token
+    below it is sure to be cut by them, which matters when fewer than m tokens are allowed
+    at all (the end of a JSON value, where only a few tokens fit): min-p drops a token more
+    than ln(min_p) below the best allowed one, and top-p is reached by the tokens found once
+    their mass beats top_p times the most the top-m set could hold.
     """
     n = row.size
     always = np.zeros(0, dtype=np.int64) if always is None else np.unique(np.asarray(always))
@@ -63,6 +70,7 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
             thresholds.append(sub[j])
     thresholds.append(-np.inf)
     found = 0
+    found_values = []
     upper = None
     for threshold in thresholds:
         # Each step checks the tokens in [threshold, upper): every later one is strictly
@@ -74,10 +82,34 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
         allowed = ids[state.allowed(ids)]
         kept.append(allowed)
         found += allowed.size
+        found_values.append(row[allowed])
         upper = threshold
         if found >= m:
             break
+        if found and not always.size and _rest_is_cut(np.concatenate(found_values), threshold,
+                                                      m - found, top_p, min_p):
+            break
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+
+
+_MARGIN = 1e-3  # logits: llama.cpp compares in float32; stop only with room to spare
+
+
+def _rest_is_cut(values: np.ndarray, below: float, room: int, top_p: float, min_p: float) -> bool:
+    """Whether min-p or top-p cut every token under ``below`` (none of which is checked yet)
+    given the allowed ``values`` found above it; ``room``: how many more top-k can take."""
+    if below == -np.inf:
+        return False
+    best = float(values.max())
+    if not np.isfinite(best):
+        return False
+    if min_p > 0.0 and below <= best + np.log(min_p) - _MARGIN:
+        return True
+    if top_p < 1.0:
+        mass = float(np.exp(values.astype(np.float64) - best).sum())
+        most = mass + room * np.exp(float(below) - best + _MARGIN)
+        return mass >= top_p * most * (1 + 1e-4)
+    return False
 
 
 def _check_row(row: np.ndarray, what: str) -> None:
@@ -100,6 +132,9 @@ class RowConstraints:
         self.n_vocab = n_vocab
         self.state = state
         self.processors = list(processors or [])
+        # What the walk may stop at (top-p, min-p apply to sampling only).
+        self.top_p = 1.0 if params.greedy else float(params.top_p)
+        self.min_p = 0.0 if params.greedy else float(params.min_p)
         if params.greedy:
             self.m = 1
         elif params.top_k > 0:
@@ -173,7 +208,7 @@ class RowConstraints:
             always = window
             if window is not None and i:
                 always = np.concatenate([window, np.asarray(drafts[:i])])
-            keep = kept_tokens(states[i], row, self.m, always)
+            keep = kept_tokens(states[i], row, self.m, always, top_p=self.top_p, min_p=self.min_p)
             if keep.size == 0:
                 raise InvalidRequestError(f"the grammar allows no token at position {position + i}")
             out[i].fill(-np.inf)
