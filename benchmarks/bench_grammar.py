@@ -27,9 +27,12 @@ PERSONS = "\n".join([
     "Name: Aiko Tanaka; Email: aiko.tanaka@example.jp; City: Osaka; Phone: +81 90 1234 5678",
     "Name: Lars Berg; Email: lars.berg@example.se; City: Uppsala; Phone: +46 70 123 45 67",
 ])
-SCHEMA = {"type": "array", "items": {"type": "object", "properties": {
+PERSON = {"type": "object", "properties": {
     "name": {"type": "string"}, "email": {"type": "string"}, "city": {"type": "string"},
-    "phone": {"type": "string"}}, "required": ["name", "email", "city", "phone"]}}
+    "phone": {"type": "string"}}, "required": ["name", "email", "city", "phone"]}
+# An object around the array: with a bare array schema Gemma 270M answers "[ ]".
+SCHEMA = {"type": "object", "properties": {"people": {"type": "array", "items": PERSON}},
+          "required": ["people"]}
 EXTRACT = f"Extract every person below as a JSON array of objects.\n{PERSONS}"
 FREE = "Describe a fictional library with three books as one JSON object."
 TEMPLATES = {"qwen": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
@@ -54,8 +57,8 @@ class Case:
         return llama_cpp.LlamaGrammar.from_string(llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
 
 
-CASES = [Case("qwen", "extract", 160), Case("qwen", "free", 100),
-         Case("gemma", "extract", 160), Case("gemma", "free", 100)]
+CASES = [Case("qwen", "extract", 200), Case("qwen", "free", 120),
+         Case("gemma", "extract", 200), Case("gemma", "free", 120)]
 
 
 def _generation_speed(llm, prompt_tokens, case):
