@@ -68,7 +68,12 @@ def render(benchmarks, machines, dates, output: Path) -> None:
     panels = [p for p in (verify and "verify", generation and "generation") if p]
     if not panels:
         raise SystemExit("report: no verify ratios or generation rates in these files")
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
+    # verify-all has ~26 series: their legend goes below the plot, in two columns, and the
+    # figure grows to hold it instead of the legend covering the lines.
+    series = 2 * len({(p[0], p[1]) for p in verify})
+    legend_rows = (series + 1) // 2 if series > 8 else 0
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5 + 0.17 * legend_rows),
+                             squeeze=False)
     for ax, panel in zip(axes[0], panels):
         if panel == "verify":
             labels = sorted({(p[0], p[1]) for p in verify})
@@ -84,7 +89,10 @@ def render(benchmarks, machines, dates, output: Path) -> None:
             ax.set_xlabel("draft length k (k + 1 rows)")
             ax.set_ylabel("ratio of medians (log scale)")
             ax.set_title("verify against one read of the logits, and the llama.cpp chain against verify")
-            ax.legend(fontsize=7)
+            if legend_rows:
+                ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+            else:
+                ax.legend(fontsize=7)
         else:
             names = [p[0] for p in generation]
             xs = range(len(names))
