@@ -89,7 +89,7 @@ def not_measured(suites, results_dir: Path = RESULTS_DIR) -> list:
     where = where.relative_to(REPO) if where.is_relative_to(REPO) else where
     # The missing file is named unquoted: tests/test_readme.py holds every `path` to exist.
     return [f"*Not measured: `{where.as_posix()}/` holds no {suites[0]}.json. "
-            f"`python3 -m pyspec bench {suites[0]} --out bench-results`, then "
+            f"`(cd benchmarks && python3 -m pyspec bench {suites[0]} --out ../bench-results)`, then "
             "`python3 benchmarks/readme_tables.py --take bench-results`, fills this in.*"]
 
 

@@ -26,6 +26,8 @@ SUITES = {
     "generation": (["bench_generation.py"], 20.0, "speculative against plain, every prompt"),
     "first-request": (["bench_first_request.py", "-k", "first_requests"], 16.0,
                       "a new process's first three requests, quiet and with a CPU hog"),
+    "grammar": (["bench_grammar.py"], 10.0,
+                "JSON schema / JSON mode output against plain with the same grammar"),
 }
 
 
