@@ -4,27 +4,25 @@ from __future__ import annotations
 import numpy as np
 
 from . import _device_arrays
+from ._abi import Dtype, Status
 from .errors import PyspecError
 
-_SHAPE_STATUS = 2
-_DTYPE_STATUS = 7
-_TOKEN_STATUS = 4
-
 # numpy dtype -> pyspec_dtype. bfloat16 has no numpy dtype: pass it through the pointer API.
-LOGIT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
-DTYPE_NAMES = {"float32": 0, "f32": 0, "float16": 1, "f16": 1, "bfloat16": 2, "bf16": 2}
+LOGIT_DTYPES = {np.dtype(np.float32): Dtype.F32, np.dtype(np.float16): Dtype.F16}
+DTYPE_NAMES = {"float32": Dtype.F32, "f32": Dtype.F32, "float16": Dtype.F16, "f16": Dtype.F16,
+               "bfloat16": Dtype.BF16, "bf16": Dtype.BF16}
 
 
 def dtype_code(name) -> int:
     """The pyspec_dtype code for a dtype name ("float32", "float16", "bfloat16", ...)."""
     code = DTYPE_NAMES.get(str(name))
     if code is None:
-        raise PyspecError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {name!r}", _DTYPE_STATUS)
+        raise PyspecError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {name!r}", Status.DTYPE)
     return code
 
 
 def shape_error(message: str) -> PyspecError:
-    return PyspecError(message, _SHAPE_STATUS)
+    return PyspecError(message, Status.SHAPE)
 
 
 def as_array(obj, name: str) -> np.ndarray:
@@ -38,12 +36,12 @@ def as_array(obj, name: str) -> np.ndarray:
         raise PyspecError(f"{name} lives on a CUDA device but this call reads host arrays "
                           "(device logits are verified on the GPU by pyspec.verify / "
                           "verify_batch, with draft_probs on the same device; sample and "
-                          "distribution are host-only)", _DTYPE_STATUS)
+                          "distribution are host-only)", Status.DTYPE)
     try:
         return np.asarray(obj)
     except Exception as exc:  # noqa: BLE001 - report what the argument was
         raise PyspecError(f"{name} is not an array ({type(obj).__name__}): {exc}",
-                          _DTYPE_STATUS) from exc
+                          Status.DTYPE) from exc
 
 
 def logits_rows(obj, name: str, n_rows: int | None = None):
@@ -56,7 +54,7 @@ def logits_rows(obj, name: str, n_rows: int | None = None):
     code = LOGIT_DTYPES.get(arr.dtype)
     if code is None:
         raise PyspecError(f"{name} must be float32 or float16, got {arr.dtype} (no up-cast copy "
-                          "is made; convert it yourself if that is what you want)", _DTYPE_STATUS)
+                          "is made; convert it yourself if that is what you want)", Status.DTYPE)
     if n_rows is not None and arr.shape[0] != n_rows:
         raise shape_error(f"{name} has {arr.shape[0]} rows; it needs n_draft + 1 = {n_rows}")
     if arr.shape[1] < 1:
@@ -80,12 +78,12 @@ def token_ids(obj, name: str, n_vocab: int) -> np.ndarray:
     if arr.ndim != 1:
         raise shape_error(f"{name} must be 1-D, got shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
-        raise PyspecError(f"{name} must hold integer token ids, got {arr.dtype}", _DTYPE_STATUS)
+        raise PyspecError(f"{name} must hold integer token ids, got {arr.dtype}", Status.DTYPE)
     bad = np.flatnonzero((arr < 0) | (arr >= n_vocab))
     if bad.size:
         i = int(bad[0])
         raise PyspecError(f"{name}[{i}] = {int(arr[i])} is outside [0, n_vocab = {n_vocab})",
-                          _TOKEN_STATUS)
+                          Status.TOKEN)
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 

@@ -18,10 +18,8 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
+from ._abi import Dtype, Status
 from .errors import PyspecError
-
-_DTYPE_STATUS = 7
-_SHAPE_STATUS = 2
 
 # DLPack device types (dlpack.h): CPU, CUDA, CUDA host (pinned), CUDA managed.
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -29,11 +27,10 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT = 0, 1, 2, 4
 
 # pyspec element types: the C pyspec_dtype codes for logits, plus names for the others.
-F32, F16, BF16 = 0, 1, 2
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "<i4": "int32", "<i8": "int64", "<V2": "bfloat16"}
 _DL_NAMES = {(_DL_FLOAT, 32): "float32", (_DL_FLOAT, 16): "float16", (_DL_BFLOAT, 16): "bfloat16",
              (_DL_INT, 32): "int32", (_DL_INT, 64): "int64", (_DL_FLOAT, 64): "float64"}
-LOGIT_CODES = {"float32": F32, "float16": F16, "bfloat16": BF16}
+LOGIT_CODES = {"float32": Dtype.F32, "float16": Dtype.F16, "bfloat16": Dtype.BF16}
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "float64": 8}
 
 
@@ -111,7 +108,7 @@ def _from_cai(obj, name: str) -> DeviceArray:
     item = ITEMSIZE.get(dtype)
     if item is None:
         raise PyspecError(f"{name} has element type {typestr!r}, which pyspec does not read",
-                          _DTYPE_STATUS)
+                          Status.DTYPE)
     ptr = int(cai["data"][0])
     strides_b = cai.get("strides")
     if strides_b is None:  # C-contiguous
@@ -123,7 +120,7 @@ def _from_cai(obj, name: str) -> DeviceArray:
     else:
         if any(int(s) % item for s in strides_b):
             raise PyspecError(f"{name} has strides {tuple(strides_b)} (bytes) that are not "
-                              f"multiples of its element size {item}", _SHAPE_STATUS)
+                              f"multiples of its element size {item}", Status.SHAPE)
         strides = tuple(int(s) // item for s in strides_b)
     return DeviceArray(ptr, shape, strides, dtype, _cai_device(obj), obj)
 
@@ -153,10 +150,10 @@ def _from_dlpack(obj, name: str) -> DeviceArray:
     try:
         capsule = obj.__dlpack__()
     except Exception as exc:  # noqa: BLE001
-        raise PyspecError(f"{name}: __dlpack__() failed: {exc}", _DTYPE_STATUS) from exc
+        raise PyspecError(f"{name}: __dlpack__() failed: {exc}", Status.DTYPE) from exc
     t = _DLTensor.from_address(_capsule_pointer(capsule))  # DLManagedTensor starts with it
     if t.dtype.lanes != 1:
-        raise PyspecError(f"{name} is a vector type (lanes {t.dtype.lanes})", _DTYPE_STATUS)
+        raise PyspecError(f"{name} is a vector type (lanes {t.dtype.lanes})", Status.DTYPE)
     dtype = _DL_NAMES.get((t.dtype.code, t.dtype.bits), f"dlpack(code={t.dtype.code}, bits={t.dtype.bits})")
     ndim = t.ndim
     shape = tuple(t.shape[i] for i in range(ndim))
@@ -186,4 +183,4 @@ def describe(obj, name: str) -> DeviceArray:
                 raise
     if hasattr(obj, "__dlpack__") and is_device_array(obj):
         return _from_dlpack(obj, name)
-    raise PyspecError(f"{name} is not a CUDA device array ({type(obj).__name__})", _DTYPE_STATUS)
+    raise PyspecError(f"{name} is not a CUDA device array ({type(obj).__name__})", Status.DTYPE)

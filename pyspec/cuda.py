@@ -24,13 +24,11 @@ import numpy as np
 
 from . import _arrays
 from . import _device_arrays as dev
+from ._abi import Status
 from ._ffi import ffi, lib
 from .errors import PyspecError, raise_for_status
 from .params import SamplingParams
 
-_CUDA_STATUS = 10
-_DTYPE_STATUS = 7
-_SHAPE_STATUS = 2
 _H2D, _D2H = 0, 1
 
 
@@ -61,12 +59,12 @@ def cuda_available() -> bool:
 def _require_cuda() -> None:
     if not built_with_cuda():
         raise PyspecError("pyspec was built without CUDA, so it cannot verify device arrays "
-                          "(reinstall it where nvcc is found, or pass host arrays)", _CUDA_STATUS)
+                          "(reinstall it where nvcc is found, or pass host arrays)", Status.CUDA)
     n = ffi.new("int32_t *")
     err = ffi.new("pyspec_error *")
     _check(lib.pyspec_cuda_device_count(n, err), err)
     if n[0] == 0:
-        raise PyspecError("no CUDA device: cudaGetDeviceCount found 0 devices", _CUDA_STATUS)
+        raise PyspecError("no CUDA device: cudaGetDeviceCount found 0 devices", Status.CUDA)
 
 
 def stream_handle(stream) -> int:
@@ -74,7 +72,8 @@ def stream_handle(stream) -> int:
     if stream is None:
         return 0
     if isinstance(stream, bool):
-        raise PyspecError(f"stream must be None, an int cudaStream_t or a stream object, got {stream!r}", 3)
+        raise PyspecError(f"stream must be None, an int cudaStream_t or a stream object, got {stream!r}",
+                          Status.PARAM)
     if isinstance(stream, int):
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):
@@ -82,7 +81,7 @@ def stream_handle(stream) -> int:
         if isinstance(value, int):
             return value
     raise PyspecError(f"stream must be None, an int cudaStream_t or a stream object with "
-                      f"cuda_stream or ptr, got {type(stream).__name__}", 3)
+                      f"cuda_stream or ptr, got {type(stream).__name__}", Status.PARAM)
 
 
 class _DeviceBuffer:
@@ -180,10 +179,10 @@ def _host_or_device_tokens(obj, name: str, n_vocab: int, device, upload: list):
     if dev.is_device_array(obj):
         a = dev.describe(obj, name)
         if a.dtype != "int32":
-            raise PyspecError(f"{name} on the device must be int32, got {a.dtype}", _DTYPE_STATUS)
+            raise PyspecError(f"{name} on the device must be int32, got {a.dtype}", Status.DTYPE)
         if a.ndim != 1 or (a.shape[0] > 1 and a.strides[0] != 1):
             raise PyspecError(f"{name} on the device must be a contiguous 1-D array, got shape "
-                              f"{a.shape} strides {a.strides}", _SHAPE_STATUS)
+                              f"{a.shape} strides {a.strides}", Status.SHAPE)
         _same_device(a, device, name)
         upload.append(a.owner)  # keep alive
         return a.ptr, a.shape[0]
@@ -193,37 +192,40 @@ def _host_or_device_tokens(obj, name: str, n_vocab: int, device, upload: list):
 
 
 def _same_device(a: dev.DeviceArray, device, name: str) -> None:
+    # pyspec.h has no status of its own for arrays on different devices; the C back end
+    # reports a device that cannot serve the call ("device 3 does not exist") as
+    # PYSPEC_ERR_CUDA, so this is that status (not DTYPE: the element type is fine).
     if device is not None and a.device is not None and a.device != device:
         raise PyspecError(f"{name} is on CUDA device {a.device} but target_logits is on device "
-                          f"{device}; every array of a call must be on one device", _DTYPE_STATUS)
+                          f"{device}; every array of a call must be on one device", Status.CUDA)
 
 
 def _host_array_error(name: str, device) -> PyspecError:
     return PyspecError(f"{name} is a host array but target_logits is on CUDA device {device}: "
                        f"pass {name} on the same device (only token lists may be host data)",
-                       _DTYPE_STATUS)
+                       Status.DTYPE)
 
 
 def _logits(obj, name: str, n_rows: int):
     a = dev.describe(obj, name)
     if a.dtype not in dev.LOGIT_CODES:
         raise PyspecError(f"{name} must be float32, float16 or bfloat16, got {a.dtype} (no "
-                          "up-cast copy is made)", _DTYPE_STATUS)
+                          "up-cast copy is made)", Status.DTYPE)
     shape, strides = a.shape, a.strides
     if len(shape) == 1:
         shape, strides = (1, shape[0]), (shape[0], 1)
     if len(shape) != 2:
-        raise PyspecError(f"{name} must be 2-D [rows, n_vocab], got shape {a.shape}", _SHAPE_STATUS)
+        raise PyspecError(f"{name} must be 2-D [rows, n_vocab], got shape {a.shape}", Status.SHAPE)
     if shape[0] != n_rows:
-        raise PyspecError(f"{name} has {shape[0]} rows; it needs n_draft + 1 = {n_rows}", _SHAPE_STATUS)
+        raise PyspecError(f"{name} has {shape[0]} rows; it needs n_draft + 1 = {n_rows}", Status.SHAPE)
     if shape[1] < 1:
-        raise PyspecError(f"{name} has an empty vocabulary axis", _SHAPE_STATUS)
+        raise PyspecError(f"{name} has an empty vocabulary axis", Status.SHAPE)
     if shape[1] > 1 and strides[1] != 1:
         raise PyspecError(f"{name} must be contiguous along the vocabulary axis (strides "
-                          f"{strides} elements)", _SHAPE_STATUS)
+                          f"{strides} elements)", Status.SHAPE)
     row_stride = strides[0] if shape[0] > 1 else shape[1]
     if shape[0] > 1 and row_stride < shape[1]:
-        raise PyspecError(f"{name} rows must not overlap (strides {strides} elements)", _SHAPE_STATUS)
+        raise PyspecError(f"{name} rows must not overlap (strides {strides} elements)", Status.SHAPE)
     return a, dev.LOGIT_CODES[a.dtype], row_stride, shape[1]
 
 
@@ -241,13 +243,13 @@ def _draft_probs(probs, n_draft: int, n_vocab: int, device, keep: list):
         p = dev.describe(probs.probs, "draft_probs.probs")
         if t.dtype != "int32" or p.dtype != "float32":
             raise PyspecError(f"sparse draft_probs must be int32 tokens and float32 probs, got "
-                              f"{t.dtype} and {p.dtype}", _DTYPE_STATUS)
+                              f"{t.dtype} and {p.dtype}", Status.DTYPE)
         if t.shape != p.shape or t.ndim != 2 or t.shape[0] != n_draft:
             raise PyspecError(f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, "
-                              f"got tokens {t.shape} and probs {p.shape}", _SHAPE_STATUS)
+                              f"got tokens {t.shape} and probs {p.shape}", Status.SHAPE)
         if t.strides != p.strides or (t.shape[1] > 1 and t.strides[1] != 1):
             raise PyspecError("sparse draft_probs tokens and probs must be row-contiguous with "
-                              f"equal strides, got {t.strides} and {p.strides}", _SHAPE_STATUS)
+                              f"equal strides, got {t.strides} and {p.strides}", Status.SHAPE)
         _same_device(t, device, "draft_probs.tokens")
         _same_device(p, device, "draft_probs.probs")
         keep += [t.owner, p.owner]
@@ -257,13 +259,13 @@ def _draft_probs(probs, n_draft: int, n_vocab: int, device, keep: list):
         raise _host_array_error("draft_probs", device)
     p = dev.describe(probs, "draft_probs")
     if p.dtype != "float32":
-        raise PyspecError(f"draft_probs must be float32, got {p.dtype}", _DTYPE_STATUS)
+        raise PyspecError(f"draft_probs must be float32, got {p.dtype}", Status.DTYPE)
     if p.ndim != 2 or p.shape != (n_draft, n_vocab):
         raise PyspecError(f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, "
-                          f"{n_vocab}], got {p.shape}", _SHAPE_STATUS)
+                          f"{n_vocab}], got {p.shape}", Status.SHAPE)
     if n_vocab > 1 and p.strides[1] != 1:
         raise PyspecError(f"draft_probs rows must be contiguous float32 (strides {p.strides})",
-                          _SHAPE_STATUS)
+                          Status.SHAPE)
     _same_device(p, device, "draft_probs")
     keep.append(p.owner)
     return p.ptr, None, (p.strides[0] if n_draft > 1 else n_vocab), 0
@@ -284,11 +286,12 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None) -> 
     total_rows = 0
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
-            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}", 2)
+            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}",
+                              Status.SHAPE)
         name = f"requests[{i}].target_logits" if n_seqs > 1 else "target_logits"
         if not dev.is_device_array(req.target_logits):
             raise PyspecError(f"{name} is a host array but requests[0].target_logits is on a "
-                              "CUDA device; a call's logits must all be on one device", _DTYPE_STATUS)
+                              "CUDA device; a call's logits must all be on one device", Status.DTYPE)
         draft = req.draft_tokens
         n_draft = dev.describe(draft, "draft_tokens").shape[0] if dev.is_device_array(draft) else len(draft)
         a, code, row_stride, v = _logits(req.target_logits, name, n_draft + 1)
@@ -296,15 +299,16 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None) -> 
             n_vocab, dtype, device = v, code, a.device
         elif v != n_vocab or code != dtype:
             raise PyspecError(f"{name} is [{v}] {a.dtype}; every request must share "
-                              f"requests[0]'s vocabulary ({n_vocab}) and dtype", _SHAPE_STATUS)
+                              f"requests[0]'s vocabulary ({n_vocab}) and dtype", Status.SHAPE)
         _same_device(a, device, name)
         keep.append(a.owner)
         params = req.params
         if not isinstance(params, SamplingParams):
-            raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
+            raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}",
+                              Status.PARAM)
         position = req.position
         if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < 2**63:
-            raise PyspecError(f"position must be an int in [0, 2**63), got {position!r}", 2)
+            raise PyspecError(f"position must be an int in [0, 2**63), got {position!r}", Status.SHAPE)
         tok = _host_or_device_tokens(draft, "draft_tokens", v, device, upload)
         hist = (None, 0)
         if req.penalty_history is not None and params.penalties_on:

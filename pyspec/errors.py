@@ -1,11 +1,13 @@
 """Exceptions carrying the C library's status codes."""
 from __future__ import annotations
 
+from ._abi import Status
+
 
 class PyspecError(ValueError):
     """A call into libpyspec failed. ``status`` is the C ``pyspec_status`` code."""
 
-    status = -1
+    status = -1  # not a pyspec_status: an error raised without one
 
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
@@ -21,19 +23,19 @@ class InvalidRequestError(ValueError):
 class LogitsError(PyspecError):
     """Logits hold NaN or +inf, or a row has no finite value."""
 
-    status = 5
+    status = Status.LOGITS
 
 
 class DraftProbsError(PyspecError):
     """Draft probabilities are not probabilities, or give a drafted token probability 0."""
 
-    status = 6
+    status = Status.DRAFT_PROBS
 
 
 class CapacityError(PyspecError):
     """The call needs more vocabulary or threads than the verifier holds scratch for."""
 
-    status = 9
+    status = Status.CAPACITY
 
 
 _BY_STATUS = {cls.status: cls for cls in (LogitsError, DraftProbsError, CapacityError)}
@@ -41,7 +43,7 @@ _BY_STATUS = {cls.status: cls for cls in (LogitsError, DraftProbsError, Capacity
 
 def raise_for_status(status: int, message: str) -> None:
     """Raises the exception matching a non-zero C status."""
-    if status == 0:
+    if status == Status.OK:
         return
     cls = _BY_STATUS.get(status, PyspecError)
     raise cls(message, status)

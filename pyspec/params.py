@@ -6,10 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._abi import MAX_PENALTY, MAX_PENALTY_WINDOW, Status
 from .errors import PyspecError
 
-_PARAM_STATUS = 3
-MAX_PENALTY = 1e6  # pyspec.h: PYSPEC_MAX_PENALTY
+
+def _short(x: float) -> str:
+    """1e6 -> "1e6", 1e-6 -> "1e-6": the bounds as the docs write them."""
+    return f"{x:g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+
+
+_PENALTY_RANGE = f"[{_short(1 / MAX_PENALTY)}, {_short(MAX_PENALTY)}]"
+_SIGNED_PENALTY_RANGE = f"[-{_short(MAX_PENALTY)}, {_short(MAX_PENALTY)}]"
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class SamplingParams:
     def __post_init__(self):
         def bad(name, why):
             raise PyspecError(f"SamplingParams.{name} {why}, got {getattr(self, name)!r}",
-                              _PARAM_STATUS)
+                              Status.PARAM)
 
         # numpy scalars are numbers too (np.int64(40) from an array, np.float32(0.9)): store
         # them as Python ints and floats.
@@ -92,13 +99,14 @@ class SamplingParams:
         # Bounds that keep the penalty arithmetic finite in float32 (the C library checks the
         # same; a penalised logit that still overflows saturates at +-FLT_MAX).
         if not (1.0 / MAX_PENALTY <= self.repeat_penalty <= MAX_PENALTY):
-            bad("repeat_penalty", "must be in [1e-6, 1e6] (1 turns it off)")
+            bad("repeat_penalty", f"must be in {_PENALTY_RANGE} (1 turns it off)")
         for name in ("frequency_penalty", "presence_penalty"):
             if not abs(getattr(self, name)) <= MAX_PENALTY:
-                bad(name, "must be in [-1e6, 1e6] (0 turns it off)")
+                bad(name, f"must be in {_SIGNED_PENALTY_RANGE} (0 turns it off)")
         if (isinstance(self.penalty_last_n, bool) or not isinstance(self.penalty_last_n, int)
-                or not -1 <= self.penalty_last_n <= 8192):
-            bad("penalty_last_n", "must be an int in [-1, 8192] (0: off, -1: whole history)")
+                or not -1 <= self.penalty_last_n <= MAX_PENALTY_WINDOW):
+            bad("penalty_last_n", f"must be an int in [-1, {MAX_PENALTY_WINDOW}] (0: off, "
+                                  "-1: whole history)")
 
     @property
     def greedy(self) -> bool:

@@ -1,18 +1,8 @@
 """The counter-based draws: every uniform is a pure function of (seed, position, purpose)."""
 from __future__ import annotations
 
-import enum
-
+from ._abi import Purpose
 from ._ffi import ffi, lib
-
-
-class Purpose(enum.IntEnum):
-    """Which stream a draw belongs to; streams never share a Philox counter."""
-
-    SAMPLE = 1
-    ACCEPT = 2
-    RESIDUAL = 3
-    DRAFT = 4
 
 
 def uniform(seed: int, position: int, purpose: Purpose, stream: int = 0) -> float:

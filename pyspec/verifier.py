@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from . import _arrays, _device_arrays
+from ._abi import Status
 from ._ffi import ffi, lib
 from .errors import DraftProbsError, PyspecError, raise_for_status
 from .params import SamplingParams
@@ -33,10 +34,10 @@ def check_threads(n_threads, name: str = "n_threads") -> int:
     """``n_threads`` as an int in [1, max_threads()], or a PyspecError naming ``name``."""
     limit = max_threads()
     if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
-        raise PyspecError(f"{name} must be an int in [1, {limit}], got {n_threads!r}", 2)
+        raise PyspecError(f"{name} must be an int in [1, {limit}], got {n_threads!r}", Status.SHAPE)
     if not 1 <= n_threads <= limit:
         raise PyspecError(f"{name} must be in [1, {limit}] (this machine has {limit} cores), "
-                          f"got {n_threads}", 2)
+                          f"got {n_threads}", Status.SHAPE)
     return int(n_threads)
 
 
@@ -48,7 +49,7 @@ def default_threads() -> int:
             value = int(env.strip())
         except ValueError:
             raise PyspecError(f"{THREADS_ENV}={env!r} is not an integer: set it to a thread "
-                              f"count in [1, {max_threads()}] or unset it", 2) from None
+                              f"count in [1, {max_threads()}] or unset it", Status.SHAPE) from None
         return check_threads(value, THREADS_ENV)
     return max(1, min(8, max_threads()))
 
@@ -149,7 +150,7 @@ def _n_draft(tokens, name: str) -> int:
         return tokens.size
     if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__"):
         raise PyspecError(f"{name} must be a 1-D sequence of token ids (a list or an int "
-                          f"array), got {type(tokens).__name__} {tokens!r:.60}", 2)
+                          f"array), got {type(tokens).__name__} {tokens!r:.60}", Status.SHAPE)
     return len(tokens)
 
 
@@ -160,7 +161,7 @@ def _c_token_ids(tokens, name: str, n_vocab: int):
         if tokens.ndim != 1:
             raise _arrays.shape_error(f"{name} must be 1-D, got shape {tokens.shape}")
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
-            raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", 7)
+            raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", Status.DTYPE)
         if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
             tokens = _arrays.token_ids(tokens, name, n_vocab)
         return tokens.size, ffi.from_buffer("int32_t[]", tokens), tokens
@@ -203,7 +204,7 @@ def _check_address(address, name: str) -> int:
     if (isinstance(address, bool) or not isinstance(address, (int, np.integer))
             or not 0 < address < 2**_POINTER_BITS):
         raise PyspecError(f"{name} must be a non-null address that fits in a pointer "
-                          f"({_POINTER_BITS} bits), got {address!r}", 1)
+                          f"({_POINTER_BITS} bits), got {address!r}", Status.NULL)
     return int(address)
 
 
@@ -216,11 +217,12 @@ def _check_n_vocab(n_vocab, name: str) -> int:
 def check_position(position, n_draft: int = 0) -> int:
     """The absolute position of row 0 as an int; rows 0..n_draft must all fit in 63 bits."""
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-        raise PyspecError(f"position must be an int, got {type(position).__name__} {position!r}", 2)
+        raise PyspecError(f"position must be an int, got {type(position).__name__} {position!r}",
+                          Status.SHAPE)
     limit = 2**63 - 1 - n_draft
     if not 0 <= position <= limit:
         raise PyspecError(f"position must be in [0, 2**63 - 1 - n_draft] = [0, {limit}] (the "
-                          f"last row's position must fit in 63 bits), got {position}", 2)
+                          f"last row's position must fit in 63 bits), got {position}", Status.SHAPE)
     return int(position)
 
 
@@ -238,7 +240,8 @@ class _Call:
             draft_probs: DraftProbs, params: SamplingParams, position: int,
             penalty_history=None):
         if type(params) is not SamplingParams and not isinstance(params, SamplingParams):
-            raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
+            raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}",
+                              Status.PARAM)
         n_draft, c_tokens, owner = _c_token_ids(draft_tokens, "draft_tokens", n_vocab)
         position = check_position(position, n_draft)
         seq = self.seqs[i]
@@ -271,7 +274,7 @@ class _Call:
                     f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
                     f"tokens {toks.shape} and probs {vals.shape}")
             if vals.dtype != np.float32:
-                raise PyspecError(f"draft_probs.probs must be float32, got {vals.dtype}", 7)
+                raise PyspecError(f"draft_probs.probs must be float32, got {vals.dtype}", Status.DTYPE)
             toks = _arrays.token_ids(toks.ravel(), "draft_probs.tokens", n_vocab).reshape(toks.shape)
             vals = np.ascontiguousarray(vals)
             self.keep += [toks, vals]
@@ -282,7 +285,7 @@ class _Call:
             return dp
         arr = _arrays.as_array(probs, "draft_probs")
         if arr.dtype != np.float32:
-            raise PyspecError(f"draft_probs must be float32, got {arr.dtype}", 7)
+            raise PyspecError(f"draft_probs must be float32, got {arr.dtype}", Status.DTYPE)
         if arr.ndim != 2 or arr.shape != (n_draft, n_vocab):
             raise _arrays.shape_error(
                 f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, {n_vocab}], "
@@ -394,7 +397,8 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     ``VerifyResult``, identical to calling ``verify`` on each request. Requests whose logits
     are CUDA arrays run on the GPU (``pyspec.cuda.verify_batch``; all of them on one device)."""
     if isinstance(requests, (str, bytes)) or not hasattr(requests, "__len__"):
-        raise PyspecError(f"requests must be a list of pyspec.VerifyRequest, got {type(requests).__name__}", 2)
+        raise PyspecError(f"requests must be a list of pyspec.VerifyRequest, got {type(requests).__name__}",
+                          Status.SHAPE)
     if not requests:
         return []
     if any(isinstance(r, VerifyRequest) and _device_arrays.is_device_array(r.target_logits)
@@ -406,7 +410,8 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     n_vocab = dtype = None
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
-            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}", 2)
+            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}",
+                              Status.SHAPE)
         n_draft = _n_draft(req.draft_tokens, f"requests[{i}].draft_tokens")
         arr, code, stride = _arrays.logits_rows(req.target_logits, f"requests[{i}].target_logits", n_draft + 1)
         if n_vocab is None:
@@ -461,7 +466,8 @@ class LogitsPointer:
 def _single_row(logits, params, penalty_history=None):
     """(void pointer, n_vocab, dtype code, keep-alive, c params) for one row."""
     if not isinstance(params, SamplingParams):
-        raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}", 3)
+        raise PyspecError(f"params must be a pyspec.SamplingParams, got {type(params).__name__}",
+                          Status.PARAM)
     c_params = ffi.new("pyspec_sampling_params *")
     if isinstance(logits, LogitsPointer):
         code = _arrays.dtype_code(logits.dtype)

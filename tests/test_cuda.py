@@ -19,9 +19,10 @@ import pytest
 import pyspec
 from pyspec import PyspecError, SamplingParams, SparseDraftProbs, VerifyRequest
 from pyspec import _device_arrays as dev
+from pyspec._abi import Status
 from pyspec._ffi import ffi, lib
 
-CUDA_STATUS = 10
+CUDA_STATUS = Status.CUDA
 
 
 # ---- no GPU needed ----------------------------------------------------------------------
@@ -155,6 +156,39 @@ def test_device_logits_argument_errors_need_no_gpu():
     _expect("every request must share", pyspec.verify_batch,
             [VerifyRequest(logits, [1, 2]), VerifyRequest(FakeCAI((3, V), "<f2"), [1, 2])])
     _expect("stream must be", pyspec.verify, logits, [1, 2], stream=object())
+
+
+def test_arrays_on_another_device_are_a_cuda_error_not_a_dtype_error():
+    # Every array of a call must be on target_logits' device; a mismatch is caught before
+    # anything touches a device, and reported with the status the C back end gives a device
+    # that cannot serve the call (it once raised the dtype status).
+    V = 10
+    logits = FakeCAI((3, V), device=0)
+    cases = [
+        ("draft_probs", dict(draft_tokens=[1, 2], draft_probs=FakeCAI((2, V), device=1))),
+        ("draft_probs.tokens", dict(draft_tokens=[1, 2], draft_probs=SparseDraftProbs(
+            FakeCAI((2, 2), "<i4", device=1), FakeCAI((2, 2), device=0)))),
+        ("draft_tokens", dict(draft_tokens=FakeCAI((2,), "<i4", device=1))),
+        ("requests\\[1\\].target_logits", None),
+    ]
+    for name, kwargs in cases:
+        with pytest.raises(PyspecError, match=f"{name} is on CUDA device 1 but target_logits "
+                                              "is on device 0") as info:
+            if kwargs is None:
+                pyspec.verify_batch([VerifyRequest(logits, [1, 2]),
+                                     VerifyRequest(FakeCAI((3, V), device=1), [1, 2])])
+            else:
+                pyspec.verify(logits, **kwargs)
+        assert info.value.status == Status.CUDA != Status.DTYPE, name
+    # The function itself, with the DeviceArray it is given (a device index None is unknown,
+    # so never a mismatch).
+    a = dev.describe(FakeCAI((2, V), device=1), "x")
+    with pytest.raises(PyspecError) as info:
+        pyspec.cuda._same_device(a, 0, "x")
+    assert info.value.status == Status.CUDA
+    pyspec.cuda._same_device(a, 1, "x")
+    pyspec.cuda._same_device(a, None, "x")
+    pyspec.cuda._same_device(dev.describe(FakeCAI((2, V)), "y"), 0, "y")
 
 
 def test_host_logits_with_device_draft_probs_is_a_clear_error():

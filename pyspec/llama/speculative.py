@@ -25,6 +25,7 @@ import numpy as np
 
 import llama_cpp
 
+from .._abi import MAX_PENALTY_WINDOW
 from ..errors import InvalidRequestError
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
@@ -48,7 +49,7 @@ def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, see
     seed %= 2**64
     penalties = dict(repeat_penalty=float(repeat_penalty), frequency_penalty=float(frequency_penalty),
                      presence_penalty=float(presence_penalty),
-                     penalty_last_n=max(0, min(int(penalty_last_n), 8192)))
+                     penalty_last_n=max(0, min(int(penalty_last_n), MAX_PENALTY_WINDOW)))
     if temp == 0.0:
         return SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties)
     if temp < 0.0:  # llama-cpp-python: a draw from the raw softmax, no transforms
