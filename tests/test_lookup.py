@@ -69,3 +69,34 @@ def test_a_rewritten_context_starts_over():
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         PromptLookup(**kwargs)
+
+
+def test_under_a_grammar_the_candidate_it_allows_furthest_is_drafted():
+    # The copy being followed (and the longest suffix match) goes on with 13, say a quote
+    # where the schema wants a number; the latest occurrence of the shortest suffix goes on
+    # with 40, 41, 42, which the grammar allows.
+    prompt = [2, 10, 11, 12, 13, 14, 15, 3, 5, 12, 40, 41, 42, 6]
+    forbidden = {13}
+
+    def allowed_run(tokens):
+        return next((i for i, t in enumerate(tokens) if t in forbidden), len(tokens))
+
+    def follower():
+        lookup = PromptLookup(max_ngram=3)
+        drafts_along(lookup, prompt, [10, 11], k=3)  # follows the first line
+        return lookup
+
+    assert follower().draft(prompt + [10, 11, 12], 3, None, 0).tokens == [13, 14, 15]
+    lookup = follower()
+    assert lookup.draft_constrained(prompt + [10, 11, 12], 3, None, 0,
+                                    allowed_run).tokens == [40, 41, 42]
+    # The output then follows that candidate: the next draft continues it.
+    assert lookup.draft_constrained(prompt + [10, 11, 12, 40], 3, None, 0,
+                                    allowed_run).tokens == [41, 42, 6]
+    # A candidate allowed in part is cut where the grammar forbids it.
+    forbidden.update({41})
+    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0,
+                                        allowed_run).tokens == [40]
+    # Nothing allowed anywhere: no draft (the loop then decodes plainly).
+    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0,
+                                        lambda t: 0).tokens == []
