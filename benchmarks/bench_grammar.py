@@ -117,6 +117,7 @@ def bench_grammar_generation(benchmark, case, generation_rows):
     ratio = rate["spec"] / rate["plain"]
     benchmark.extra_info.update(plain_tok_s=rate["plain"], spec_tok_s=rate["spec"], ratio=ratio,
                                 acceptance=stats.acceptance_rate, effective_k=stats.effective_k,
+                                verify_steps=stats.verify_steps, plain_steps=stats.plain_steps,
                                 grammar_us_per_row=per_row_us, whole_vocab_pass_us=whole_us,
                                 drafts_forbidden=stats.grammar_cut,
                                 same_text=texts["plain"] == texts["spec"])
