@@ -405,7 +405,9 @@ def test_sampled_speculative_outputs_follow_the_exact_constrained_distribution(g
     """End to end on a real model: lookup drafts the answers of the prompt (rows verified
     with drafts before them, the grammar state rolled forward per row and back on
     rejection); the distribution of whole outputs must be the one the chain gives."""
-    params = pyspec.SamplingParams(temperature=1.5, top_k=40, top_p=1.0, min_p=0.0, seed=0)
+    # min-p 0.001 keeps the outputs (it cuts only logits 6.9 below the best) and lets the
+    # walk stop early on the last row, where only end-of-generation tokens are allowed.
+    params = pyspec.SamplingParams(temperature=1.5, top_k=40, top_p=1.0, min_p=0.001, seed=0)
     tokens = gemma.tokenize(QA_PROMPT.encode())
     exact = _exact_outputs(gemma, tokens, ANSWERS, params)
     assert len(exact) >= 3 and abs(sum(exact.values()) - 1.0) < 1e-6, exact
@@ -413,13 +415,13 @@ def test_sampled_speculative_outputs_follow_the_exact_constrained_distribution(g
     grammar = llama_cpp.LlamaGrammar.from_string(ANSWERS, verbose=False)
     texts = list(exact)
     got = []
-    for seed in range(400):
+    for seed in range(300):
         out = spec.create_completion(QA_PROMPT, max_tokens=10, temperature=1.5, top_k=40,
-                                     top_p=1.0, min_p=0.0, seed=seed, grammar=grammar)
+                                     top_p=1.0, min_p=0.001, seed=seed, grammar=grammar)
         text = out["choices"][0]["text"]
         assert text in exact, f"{text!r} is not an output the grammar and chain allow"
         got.append(texts.index(text))
     total = spec.speculation.total
-    assert total.verify_steps > 100 and total.accepted > 0
+    assert total.verify_steps > 75 and total.accepted > 0
     assert chisquare_pvalue(np.array(got), np.array([exact[t] for t in texts])) > ALPHA
     spec.close()
