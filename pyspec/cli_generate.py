@@ -65,13 +65,7 @@ def read_prompt(args, default: str) -> str:
     if args.file == "-":
         return sys.stdin.read()
     if args.file:
-        if os.path.isdir(args.file):
-            raise UsageError(f"-f {args.file}: is a directory; give a text file")
-        try:
-            with open(args.file, encoding="utf-8") as f:
-                return f.read()
-        except OSError as exc:
-            raise UsageError(f"-f {args.file}: {exc.strerror.lower()}") from exc
+        return _read_text(args.file, "-f")
     if args.prompt is not None:
         return args.prompt
     return default

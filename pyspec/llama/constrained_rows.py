@@ -55,11 +55,11 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
     their mass beats top_p times the most the top-m set could hold.
     """
     n = row.size
-    always = np.zeros(0, dtype=np.int64) if always is None else np.unique(np.asarray(always))
-    kept = [always[state.allowed(always)]] if always.size else []
-    if m >= n:  # top-k off: every token can matter
+    if m >= n:  # top-k off: every token can matter (the window among them)
         ids = np.arange(n)
         return ids[state.allowed(ids)]
+    always = np.zeros(0, dtype=np.int64) if always is None else np.unique(np.asarray(always))
+    kept = [always[state.allowed(always)]] if always.size else []
     top = row.max()
     sub = np.sort(row[::_SUBSAMPLE])[::-1] if n > _SUBSAMPLE * 8 else np.sort(row)[::-1]
     step = _SUBSAMPLE if n > _SUBSAMPLE * 8 else 1
