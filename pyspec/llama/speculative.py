@@ -188,8 +188,7 @@ class Speculation:
     def _keep_rows(self, addr: int, position: int, n: int) -> None:
         """Copies n logits rows into llama-cpp-python's ``scores[position:position + n]``
         (row p: the logits after the token at p), which its logprobs code reads."""
-        rows = np.ctypeslib.as_array((ctypes.c_float * (n * self.n_vocab)).from_address(addr))
-        self.llama.scores[position: position + n, :] = rows.reshape(n, self.n_vocab)
+        self.llama.scores[position: position + n, :] = self._rows(addr, n)
 
     def _decode(self, batch: list, n_outputs: int) -> int:
         llama = self.llama
