@@ -20,6 +20,7 @@ const char *pyspec_status_string(int32_t status) {
     case PYSPEC_ERR_NO_MEMORY: return "out of memory";
     case PYSPEC_ERR_CAPACITY: return "verifier capacity exceeded";
     case PYSPEC_ERR_CUDA: return "CUDA error";
+    case PYSPEC_ERR_LLAMA: return "llama.cpp error";
     default: return "unknown status";
     }
 }

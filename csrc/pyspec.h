@@ -59,7 +59,8 @@ typedef enum pyspec_status {
     PYSPEC_ERR_DTYPE       = 7,  /* unknown element type                                     */
     PYSPEC_ERR_NO_MEMORY   = 8,  /* allocation failed (only in pyspec_verifier_create)       */
     PYSPEC_ERR_CAPACITY    = 9,  /* the call needs more vocabulary or threads than the verifier was created for */
-    PYSPEC_ERR_CUDA        = 10  /* a CUDA runtime call failed                               */
+    PYSPEC_ERR_CUDA        = 10, /* a CUDA runtime call failed                               */
+    PYSPEC_ERR_LLAMA       = 11  /* llama.cpp refused or failed (the in-graph sampler)       */
 } pyspec_status;
 
 /* Element type of a logits buffer. Rows are read in their own type: no up-cast copy. */
@@ -325,6 +326,41 @@ PYSPEC_API void pyspec_cuda_free(int32_t device, void *ptr);
 PYSPEC_API pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const void *src,
                                             int64_t bytes, int32_t kind, void *stream,
                                             pyspec_error *err);
+
+/* ---- In-graph sampler (libpyspec_llama) ---------------------------------------------------
+ * Verify rows sampled inside llama.cpp's graph (llama.cpp's experimental backend-sampler
+ * interface), on whatever device runs the model; only one token per row reaches the host.
+ * These functions live in a second library, libpyspec_llama, compiled against the headers of
+ * the llama-cpp-python whose libllama it links (pyspec/llama_graph_build.py); libpyspec does
+ * not have them. Point-mass verification only (row i emits its plain sample at position
+ * `position + i`, as pyspec_sample would); no repetition penalties (PYSPEC_ERR_PARAM). */
+typedef struct pyspec_graph_sampler pyspec_graph_sampler;
+
+/* The llama-cpp-python version whose llama.h and ggml.h the library was compiled against. */
+PYSPEC_API const char * pyspec_graph_llama_version(void);
+
+/* Attaches a sampler for `params` to sequence seq_id of a llama_context (llama_set_sampler):
+ * from the next llama_decode on, llama.cpp samples every output row of that sequence in its
+ * graph and no longer copies those rows' logits to the host. PYSPEC_ERR_LLAMA when the device
+ * that runs the model lacks an op. Free with pyspec_graph_sampler_detach before the context. */
+PYSPEC_API pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
+                                                     const pyspec_sampling_params *params,
+                                                     pyspec_graph_sampler **out,
+                                                     pyspec_error *err);
+
+/* The absolute position of the first output row of the next llama_decode. */
+PYSPEC_API pyspec_status pyspec_graph_sampler_set_position(pyspec_graph_sampler *sampler,
+                                                           int64_t position, pyspec_error *err);
+
+/* The sampled tokens of outputs first_output .. first_output + n_rows - 1 of the last decode
+ * (llama_get_sampled_token_ith indices). PYSPEC_ERR_LOGITS when a row held NaN or +-inf. */
+PYSPEC_API pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *sampler,
+                                                   int32_t first_output, int32_t n_rows,
+                                                   int32_t *out_tokens, pyspec_error *err);
+
+/* Detaches the sampler from its context (llama.cpp copies logits again) and frees it.
+ * NULL is allowed. */
+PYSPEC_API void pyspec_graph_sampler_detach(pyspec_graph_sampler *sampler);
 
 /* PYSPEC_CDEF_END */
 

@@ -36,10 +36,12 @@ class BatchDecoder:
         if not llama_cpp.llama_memory_seq_rm(mem, 0, position, -1):
             raise RuntimeError(f"llama.cpp refused to remove KV cells from position {position}")
 
-    def decode(self, tokens, n_past: int, n_outputs: int) -> int:
+    def decode(self, tokens, n_past: int, n_outputs: int, *, logits: bool = True) -> int:
         """Evaluates ``tokens`` at positions ``n_past...``; llama.cpp keeps logits for the last
         ``n_outputs`` of them. Returns the address of the first of those rows; the rows are
-        contiguous, ``n_vocab`` floats apart, and valid until the next decode."""
+        contiguous, ``n_vocab`` floats apart, and valid until the next decode.
+        ``logits=False``: the outputs are sampled in the graph (GraphSampler), llama.cpp has
+        no host rows for them, and 0 is returned."""
         n = len(tokens)
         if not 1 <= n <= self.capacity:
             raise ValueError(f"batch of {n} tokens (capacity {self.capacity})")
@@ -57,6 +59,8 @@ class BatchDecoder:
         rc = llama_cpp.llama_decode(self.ctx, b)
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc} for a batch of {n} at position {n_past}")
+        if not logits:
+            return 0
         first = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p).value
         if n_outputs > 1:
             last = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p).value

@@ -48,6 +48,12 @@ class Drafter:
         is (the loop cuts it where the grammar forbids it)."""
         return self.draft(context, max_tokens, params, position)
 
+    def point_mass(self, params: SamplingParams) -> bool:
+        """Whether this drafter's drafts for ``params`` come without probabilities (point
+        masses): those are verified from the rows' own samples, which the in-graph sampler
+        gives; drafts drawn from a distribution need that distribution on the host."""
+        return True
+
     def start_request(self) -> None:
         """Called when a generate call starts (before its first draft)."""
 
@@ -375,6 +381,9 @@ class DraftModel(Drafter):
         top_k = params.top_k if 0 < params.top_k <= self.draft_top_k else self.draft_top_k
         return SamplingParams(temperature=params.temperature, top_k=top_k, top_p=params.top_p,
                               min_p=params.min_p, seed=params.seed)
+
+    def point_mass(self, params):
+        return params.greedy  # sampled drafts carry their distribution q
 
     def draft(self, context, max_tokens, params, position):
         t0 = time.perf_counter()

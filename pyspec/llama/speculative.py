@@ -11,12 +11,14 @@ reason: the distribution is never silently changed.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import inspect
 import logging
 import os
 import secrets
+import threading
 import time
 import types
 from typing import Optional
@@ -26,19 +28,27 @@ import numpy as np
 import llama_cpp
 
 from .._abi import MAX_PENALTY_WINDOW
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, PyspecError
+from ..llama_graph_build import GraphSamplerUnavailable
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
-from ..verifier import verify, verify_from_pointer
+from ..verifier import VerifyResult, verify, verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
 from .constrained_rows import RowConstraints
 from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .grammar_state import GrammarState
+from .graph_sampling import GraphSampler, graph_unavailable_reason, point_mass_result
 from .stats import SpeculationStats
 
 log = logging.getLogger("pyspec")
+
+# Where verify rows are sampled: "graph" inside llama.cpp's graph (libpyspec_llama; only
+# tokens reach the host), "host" by libpyspec over llama.cpp's logits buffer, "auto" in the
+# graph when the request and the context allow it, on the host otherwise (said once per
+# reason in the log).
+SAMPLING_MODES = ("auto", "graph", "host")
 
 
 def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int, *,
@@ -94,7 +104,11 @@ class Speculation:
     """The speculative state attached to one Llama: drafter, controller, statistics."""
 
     def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
-                 draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True):
+                 draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True,
+                 sampling: str = "auto"):
+        if sampling not in SAMPLING_MODES:
+            raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
+                             f"got {sampling!r}")
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
                              f"draft_max={draft_max}")
@@ -132,12 +146,82 @@ class Speculation:
         cached = load_ratios(self._cost_file)
         if cached is not None:
             self.controller.use_cost_prior(cached, source=f"cache {self._cost_file.name}")
+        self.sampling = sampling
+        self._graph: Optional[GraphSampler] = None  # attached for the request under way
+        self._first_output = 0  # batch index of the last decode's first output row
+        # Why no request can be sampled in the graph with this context ('' when they can).
+        self.graph_unavailable = "" if sampling == "host" else self._graph_context_reason()
+        if sampling == "graph" and self.graph_unavailable:
+            raise GraphSamplerUnavailable(f"sampling='graph': {self.graph_unavailable}")
+
+    def _graph_context_reason(self) -> str:
+        llama, rows = self.llama, self.controller.draft_max + 1
+        per_seq = int(llama.context_params.n_outputs_max_per_seq)
+        if per_seq and per_seq < rows:
+            return (f"this Llama's context samples at most {per_seq} output(s) per sequence in the "
+                    f"graph (llama-cpp-python's default is 1); a verify round needs {rows}: create "
+                    f"the model with SpeculativeLlama, which asks llama.cpp for draft_max + 1")
+        if int(llama.context_params.n_ubatch) < rows:
+            return (f"n_ubatch {llama.context_params.n_ubatch} splits a verify round of {rows} rows "
+                    f"over several graphs")
+        return graph_unavailable_reason()
+
+    def _host_reason(self, params: SamplingParams, constraints, logit_rows: bool,
+                     stopping_criteria) -> str:
+        """Why this request's rows must be sampled on the host ('' when they can be sampled
+        in the graph)."""
+        if self.sampling == "host":
+            return "sampling='host'"
+        if self.graph_unavailable:
+            return self.graph_unavailable
+        if params.penalties_on:
+            return "repetition penalties (not in the in-graph sampler yet)"
+        if constraints is not None:
+            return "grammars and logits processors (they read and change each row)"
+        if logit_rows:
+            return "logprobs (they read each emitted token's row)"
+        if stopping_criteria is not None:
+            return "stopping_criteria (they read each emitted token's row)"
+        if not self.drafter.point_mass(params):
+            return "draft probabilities (a draft model sampling at temperature > 0 is verified by rejection sampling against its q)"
+        return ""
+
+    def _choose_sampling(self, params: SamplingParams, constraints, logit_rows: bool,
+                         stopping_criteria, stats: SpeculationStats) -> None:
+        """Attaches the in-graph sampler for this request when it can be used."""
+        reason = self._host_reason(params, constraints, logit_rows, stopping_criteria)
+        if not reason:
+            try:
+                self._graph = GraphSampler(self.llama.ctx, params, self.controller.draft_max + 1)
+            except (PyspecError, GraphSamplerUnavailable) as exc:
+                if self.sampling == "graph":
+                    raise
+                reason = self.graph_unavailable = str(exc)
+        if reason and self.sampling == "graph":
+            raise InvalidRequestError(f"sampling='graph' cannot sample this request in the graph: "
+                                      f"{reason}; use sampling='auto' or 'host'")
+        stats.sampling = "graph" if self._graph is not None else (
+            "host" if self.sampling == "host" else f"host: {reason}")
+        if reason and self.sampling == "auto":
+            self._say_once(reason, f"pyspec: verify rows sampled on the host, not in llama.cpp's "
+                                   f"graph: {reason}")
+
+    def _detach_graph(self) -> None:
+        graph, self._graph = self._graph, None
+        if graph is not None:
+            graph.detach()  # the context copies logits again (llama-cpp-python's loop needs them)
+
+    def _say_once(self, key: str, message: str) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            log.warning("%s", message)
 
     def close(self):
         if self._closed:  # SpeculativeLlama.close and the Llama's own exit stack both call it
             return
         self._closed = True
         self.close_open_stream()
+        self._detach_graph()
         self.drafter.close()
         self.decoder.close()
 
@@ -193,7 +277,10 @@ class Speculation:
     def _decode(self, batch: list, n_outputs: int) -> int:
         llama = self.llama
         n_past = llama.n_tokens
-        addr = self.decoder.decode(batch, n_past, n_outputs)
+        self._first_output = len(batch) - n_outputs
+        if self._graph is not None:  # output row j decides the token at n_past + first + j + 1
+            self._graph.set_position(n_past + self._first_output + 1)
+        addr = self.decoder.decode(batch, n_past, n_outputs, logits=self._graph is None)
         llama.input_ids[n_past: n_past + len(batch)] = batch
         llama.n_tokens = n_past + len(batch)
         llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
@@ -282,11 +369,16 @@ class Speculation:
             raise RuntimeError(f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
                                f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
         try:
+            self._choose_sampling(params, constraints, emitted_rows or prompt_rows,
+                                  stopping_criteria, stats)
+            graph = self._graph
             addr = self._evaluate_prompt(tokens, stats, prompt_rows)
             position = llama.n_tokens  # absolute position of the token being emitted
             t0 = time.perf_counter()
             # The tokens decided but not yet emitted: first the prompt's own sample.
-            if constraints is None:
+            if graph is not None:
+                pending = [int(graph.read(self._first_output, 1)[0])]
+            elif constraints is None:
                 pending = [int(verify_from_pointer(addr, n_vocab, [], params=params,
                                                    position=position).tokens[0])]
             else:
@@ -335,7 +427,10 @@ class Speculation:
                 # The penalties look back on what this call generated (llama.cpp's sampler
                 # accepts each sampled token; the prompt is not in its window).
                 history = context[n_prompt:] if params.penalties_on else None
-                if constraints is None:
+                if graph is not None:  # point-mass drafts: the rows' own samples decide
+                    n_accepted, emitted = point_mass_result(graph.read(0, len(batch)), drafts)
+                    result = VerifyResult(n_accepted, np.asarray(emitted, dtype=np.int32))
+                elif constraints is None:
                     result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
                                                  position=len(context), penalty_history=history)
                 else:
@@ -368,6 +463,7 @@ class Speculation:
                     self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
                 rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
         finally:
+            self._detach_graph()
             if constraints is not None:
                 stats.grammar_seconds += constraints.grammar_seconds
                 stats.grammar_rows += constraints.grammar_rows
@@ -486,18 +582,20 @@ def _speculative_create_completion(self, *args, **kwargs):
 
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                        draft_min: int = 0, draft_p_min: float = 0.0,
-                       adaptive: bool = True) -> Speculation:
+                       adaptive: bool = True, sampling: str = "auto") -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
 
     It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
     forces ``logits_all``); pass that drafter here instead. Returns the Speculation state
-    (statistics in ``.last`` and ``.total``)."""
+    (statistics in ``.last`` and ``.total``). ``sampling``: see ``SpeculativeLlama``; a Llama
+    created by llama-cpp-python directly has a context that samples one output per sequence
+    in the graph, so "auto" verifies on the host there and "graph" raises."""
     if getattr(llama, "draft_model", None) is not None:
         raise ValueError("this Llama already has llama-cpp-python's draft_model; create it "
                          "without one and pass the drafter to enable_speculation")
     check_llama_build()  # the model is loaded, but its first call would crash
     spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
-                       draft_p_min=draft_p_min, adaptive=adaptive)
+                       draft_p_min=draft_p_min, adaptive=adaptive, sampling=sampling)
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
     llama.create_completion = types.MethodType(_speculative_create_completion, llama)
@@ -518,12 +616,18 @@ class SpeculativeLlama(llama_cpp.Llama):
     ``LlamaDraftModel`` (also accepted as ``draft_model=``), or a pyspec ``Drafter``.
     ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
     unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
-    token's probability falls below it. Other keyword arguments go to ``llama_cpp.Llama``.
+    token's probability falls below it. ``sampling``: ``"auto"`` (default) samples the verify
+    rows inside llama.cpp's graph where the request allows (point-mass drafts or greedy, no
+    penalties, grammar, logprobs or stopping_criteria) and on the host otherwise, saying why
+    once in the log; ``"graph"`` insists (a request it cannot serve raises
+    ``InvalidRequestError``); ``"host"`` always copies the rows out and verifies them with
+    libpyspec. Other keyword arguments go to ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
     def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
-                 draft_p_min: float = 0.0, adaptive: bool = True, **llama_kwargs):
+                 draft_p_min: float = 0.0, adaptive: bool = True, sampling: str = "auto",
+                 **llama_kwargs):
         self._pyspec_closed = False
         check_llama_build()  # before the model loads: an AMX build would crash on this CPU
         check_llama_threads(llama_kwargs)
@@ -532,10 +636,14 @@ class SpeculativeLlama(llama_cpp.Llama):
                 raise ValueError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
-        super().__init__(model_path, **llama_kwargs)
+        if sampling not in SAMPLING_MODES:  # before the model loads
+            raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
+                             f"got {sampling!r}")
+        with _context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
+            super().__init__(model_path, **llama_kwargs)
         self.speculation = enable_speculation(self, draft, draft_max=draft_max,
                                               draft_min=draft_min, draft_p_min=draft_p_min,
-                                              adaptive=adaptive)
+                                              adaptive=adaptive, sampling=sampling)
 
     def generate(self, tokens, **kwargs):  # the instance attribute set above takes over
         return _speculative_generate(self, tokens, **kwargs)
@@ -561,6 +669,34 @@ class SpeculativeLlama(llama_cpp.Llama):
         # Every public method of Llama that reaches the freed model or context now raises.
         for name in _MODEL_METHODS:
             setattr(self, name, functools.partial(_raise_closed, name))
+
+
+_CONTEXT_PARAMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _context_outputs_per_seq(n: int):
+    """Creates llama.cpp contexts (inside this block) that can sample ``n`` outputs per
+    sequence in the graph. llama-cpp-python builds its context parameters from
+    ``llama_context_default_params()`` (n_outputs_max_per_seq = 1) and has no argument for
+    it, so the defaults function is wrapped for the duration of the Llama's construction."""
+    if not n:
+        yield
+        return
+    module = llama_cpp.llama_cpp
+    with _CONTEXT_PARAMS_LOCK:
+        original = module.llama_context_default_params
+
+        def with_outputs():
+            params = original()
+            params.n_outputs_max_per_seq = n
+            return params
+
+        module.llama_context_default_params = with_outputs
+        try:
+            yield
+        finally:
+            module.llama_context_default_params = original
 
 
 class ClosedError(RuntimeError):

@@ -22,6 +22,9 @@ class SpeculationStats:
     verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
     fallback_reason: str = ""   # why a request ran without speculation, if it did
+    # Where the verify rows were sampled: "graph" (inside llama.cpp's graph, no logits row
+    # copied out) or "host" (with why the graph could not, under sampling="auto").
+    sampling: str = ""
     # What the cost model believed at the end of the request (per-token cost, batch curve,
     # acceptance by draft kind) and why its last round drafted what it drafted.
     cost_model: str = ""
@@ -60,7 +63,7 @@ class SpeculationStats:
             if f.name == "draft_lengths":
                 for k, n in other.draft_lengths.items():
                     self.draft_lengths[k] = self.draft_lengths.get(k, 0) + n
-            elif f.name in ("fallback_reason", "cost_model"):
+            elif f.name in ("fallback_reason", "cost_model", "sampling"):
                 if getattr(other, f.name):
                     setattr(self, f.name, getattr(other, f.name))
             else:
@@ -81,7 +84,8 @@ class SpeculationStats:
                 f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
                 f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
                 f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
-                f"prompt {self.prompt_seconds:.3f}s" + self._constraint_summary())
+                f"prompt {self.prompt_seconds:.3f}s"
+                + (f"; sampling {self.sampling}" if self.sampling else "") + self._constraint_summary())
 
     def _constraint_summary(self) -> str:
         parts = []

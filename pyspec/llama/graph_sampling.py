@@ -1,0 +1,112 @@
+"""The in-graph sampler from Python: verify rows sampled inside llama.cpp's graph.
+
+``GraphSampler`` attaches libpyspec_llama's sampler to sequence 0 of a llama.cpp context.
+From then on every ``llama_decode`` samples its output rows in the graph, on the device that
+runs the model, and llama.cpp no longer copies those rows' logits to the host: a round reads
+one token per row. Point-mass verification needs nothing more: row i emits its plain sample
+at position ``position + i`` (the host verifier's uniform), and the round ends at the first
+row whose sample differs from its draft.
+
+While attached, the context has no host logits for sequence 0: whatever needs a logits row
+(llama-cpp-python's own loop, logprobs, grammars, the host verifier) must detach first.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Optional
+
+import numpy as np
+
+from .._ffi import ffi
+from ..errors import raise_for_status
+from ..llama_graph_build import GraphSamplerUnavailable, build_graph_library
+from ..params import SamplingParams
+
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def graph_library():
+    """libpyspec_llama, built on first use; GraphSamplerUnavailable says why it cannot be."""
+    with _LOCK:
+        path = build_graph_library()
+        try:
+            glib = ffi.dlopen(str(path))
+        except OSError as exc:
+            raise GraphSamplerUnavailable(f"cannot load {path}: {exc}") from None
+        import llama_cpp  # noqa: PLC0415
+
+        built_for = ffi.string(glib.pyspec_graph_llama_version()).decode()
+        if built_for != llama_cpp.__version__:
+            raise GraphSamplerUnavailable(
+                f"{path} was compiled against llama-cpp-python {built_for}; the installed one is "
+                f"{llama_cpp.__version__} (remove it to rebuild)")
+        return glib
+
+
+def graph_unavailable_reason() -> str:
+    """'' when the in-graph sampler can be loaded, else why not."""
+    try:
+        graph_library()
+    except GraphSamplerUnavailable as exc:
+        return str(exc)
+    return ""
+
+
+class GraphSampler:
+    """One in-graph sampler attached to sequence 0 of ``ctx`` (a llama_context_p) for
+    ``params``. ``detach()`` (or ``close()``) gives the context its host logits back."""
+
+    def __init__(self, ctx, params: SamplingParams, max_rows: int):
+        self._lib = graph_library()
+        self.params = params
+        self._err = ffi.new("pyspec_error *")
+        handle = ffi.new("pyspec_graph_sampler **")
+        address = ctypes.cast(ctx, ctypes.c_void_p).value
+        c_params = ffi.new("pyspec_sampling_params *")
+        params.fill(c_params)
+        status = self._lib.pyspec_graph_sampler_attach(ffi.cast("void *", address), 0,
+                                                       c_params, handle, self._err)
+        self._check(status)
+        self._handle: Optional[object] = handle[0]
+        self._tokens = ffi.new("int32_t[]", max_rows)
+        self._max_rows = max_rows
+
+    def _check(self, status: int) -> None:
+        if status:
+            raise_for_status(status, "in-graph sampler: " + ffi.string(self._err.message).decode())
+
+    @property
+    def attached(self) -> bool:
+        return self._handle is not None
+
+    def set_position(self, position: int) -> None:
+        """The absolute position decided by the first output row of the next decode."""
+        self._check(self._lib.pyspec_graph_sampler_set_position(self._handle, position, self._err))
+
+    def read(self, first_output: int, n_rows: int) -> np.ndarray:
+        """The tokens sampled for outputs ``first_output ...`` of the last decode."""
+        if not 1 <= n_rows <= self._max_rows:
+            raise ValueError(f"n_rows {n_rows} outside [1, {self._max_rows}]")
+        self._check(self._lib.pyspec_graph_sampler_read(self._handle, first_output, n_rows,
+                                                        self._tokens, self._err))
+        return np.frombuffer(ffi.buffer(self._tokens, 4 * n_rows), dtype=np.int32).copy()
+
+    def detach(self) -> None:
+        if self._handle is not None:
+            self._lib.pyspec_graph_sampler_detach(self._handle)
+            self._handle = None
+
+    close = detach
+
+
+def point_mass_result(sampled: np.ndarray, drafts: list) -> tuple:
+    """(n_accepted, tokens) of a point-mass round from the rows' own samples: drafts are
+    accepted while each equals its row's sample; the first row that differs (or the bonus
+    row) emits its sample. The host verifier's rule for point-mass drafts."""
+    n = 0
+    while n < len(drafts) and int(sampled[n]) == drafts[n]:
+        n += 1
+    return n, [*drafts[:n], int(sampled[n])]

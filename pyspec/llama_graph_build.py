@@ -1,0 +1,126 @@
+"""Builds and loads libpyspec_llama: the in-graph sampler (csrc/llama/graph_sampler.c).
+
+Why a second library, built here rather than by pip: the sampler implements llama.cpp's
+experimental backend-sampler interface, whose structs (``llama_sampler_i``,
+``llama_sampler_data``) and ggml ops change between llama.cpp versions. So it is compiled
+against the very headers of the llama-cpp-python that is installed, after checking that this
+is the version pyspec's sampler was written for (``LLAMA_CPP_PYTHON_VERSION``), and linked to
+that installation's own libllama/libggml. libpyspec itself never depends on llama.cpp: without
+llama-cpp-python, or with another version, everything else works and the in-graph sampler
+says why it is unavailable.
+
+The build takes about a second (one C file) and is cached under
+``~/.cache/pyspec/llama-graph/<llama-cpp-python version>-<key>/``, keyed by the sources, the
+headers and the library it links, so a rebuilt llama-cpp-python gets a new build.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from .llama_build import LLAMA_CPP_PYTHON_VERSION
+from .models import cache_dir
+
+LIBRARY_ENV = "PYSPEC_LLAMA_GRAPH_LIBRARY"  # a prebuilt libpyspec_llama (tests, CI, devices)
+_HERE = Path(__file__).resolve().parent
+# pyspec.h, philox.h and hostdevice.h with graph_sampler.c: beside the package in a wheel
+# (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
+_SOURCE_DIRS = (_HERE / "_csrc", _HERE.parent / "csrc")
+_SOURCES = ("llama/graph_sampler.c", "pyspec.h", "philox.h", "hostdevice.h")
+_LLAMA_HEADERS = ("llama.h", "ggml.h", "ggml-backend.h")
+
+
+class GraphSamplerUnavailable(RuntimeError):
+    """The in-graph sampler cannot run with this installation (the message says why)."""
+
+
+def _source_dir() -> Path:
+    for directory in _SOURCE_DIRS:
+        if all((directory / name).is_file() for name in _SOURCES):
+            return directory
+    raise GraphSamplerUnavailable(
+        "the in-graph sampler's C sources are not installed (looked in "
+        + ", ".join(str(d) for d in _SOURCE_DIRS) + "); reinstall pyspec with `pip install .`")
+
+
+def _llama_install() -> tuple:
+    """(version, include dir, lib dir) of the installed llama-cpp-python."""
+    try:
+        import llama_cpp  # noqa: PLC0415 - optional dependency
+    except ImportError as exc:
+        raise GraphSamplerUnavailable(f"llama-cpp-python is not installed ({exc})") from None
+    version = getattr(llama_cpp, "__version__", "unknown")
+    if version != LLAMA_CPP_PYTHON_VERSION:
+        raise GraphSamplerUnavailable(
+            f"the in-graph sampler is written against llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}'s "
+            f"experimental backend-sampler interface; this is llama-cpp-python {version}. Install "
+            f"{LLAMA_CPP_PYTHON_VERSION} (`pyspec install-llama`) or use sampling='host'")
+    package = Path(llama_cpp.__file__).resolve().parent
+    lib_dir = package / "lib"
+    includes = [d for d in (package.parent / "include", package / "include", Path(sys.prefix) / "include")
+                if all((d / h).is_file() for h in _LLAMA_HEADERS)]
+    if not includes:
+        raise GraphSamplerUnavailable(
+            f"llama-cpp-python {version} is installed without llama.cpp's headers ({', '.join(_LLAMA_HEADERS)} "
+            f"not found beside {package}); reinstall it from source (`pyspec install-llama`)")
+    if not (lib_dir / "libllama.so").is_file():
+        raise GraphSamplerUnavailable(f"no libllama.so in {lib_dir}")
+    return version, includes[0], lib_dir
+
+
+def _key(sources: Path, include: Path, lib_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for path in [*(sources / s for s in _SOURCES), *(include / h for h in _LLAMA_HEADERS)]:
+        digest.update(path.read_bytes())
+    for name in ("libllama.so", "libggml-base.so"):
+        stat = (lib_dir / name).stat() if (lib_dir / name).exists() else None
+        digest.update(f"{lib_dir / name}:{stat.st_size if stat else 0}:{stat.st_mtime_ns if stat else 0}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _compiler() -> str:
+    for candidate in (os.environ.get("CC"), sysconfig.get_config_var("CC"), "cc", "gcc", "clang"):
+        if candidate:
+            exe = candidate.split()[0]
+            if shutil.which(exe):
+                return exe
+    raise GraphSamplerUnavailable("no C compiler found (set CC) to build the in-graph sampler")
+
+
+def build_graph_library(*, quiet: bool = False) -> Path:
+    """The path of libpyspec_llama for the installed llama-cpp-python, compiled once."""
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        if not Path(override).is_file():
+            raise GraphSamplerUnavailable(f"{LIBRARY_ENV}={override} does not name a file")
+        return Path(override)
+    version, include, lib_dir = _llama_install()
+    sources = _source_dir()
+    out_dir = cache_dir() / "llama-graph" / f"{version}-{_key(sources, include, lib_dir)}"
+    library = out_dir / "libpyspec_llama.so"
+    if library.is_file():
+        return library
+    if not quiet:
+        print(f"pyspec: building the in-graph sampler against llama-cpp-python {version} "
+              f"({include}) into {out_dir}", file=sys.stderr, flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partial = out_dir / f"libpyspec_llama.so.{os.getpid()}.tmp"
+    cmd = [_compiler(), "-O2", "-std=c11", "-fPIC", "-shared", "-fvisibility=hidden",
+           "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter",
+           "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
+           f"-I{sources}", f"-I{include}", str(sources / "llama" / "graph_sampler.c"),
+           f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", f"-Wl,-rpath,{lib_dir}", "-lm",
+           "-o", str(partial)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise GraphSamplerUnavailable(
+            "compiling the in-graph sampler failed:\n  " + " ".join(cmd) + "\n"
+            + (proc.stderr or proc.stdout)[-3000:])
+    os.replace(partial, library)  # atomic: a concurrent build never loads half a file
+    return library
