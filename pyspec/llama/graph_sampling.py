@@ -25,6 +25,7 @@ from ..llama_graph_build import GraphSamplerUnavailable, build_graph_library
 from ..params import SamplingParams
 
 _LOCK = threading.Lock()
+_SEQUENCE = 0  # the speculative loop decodes into sequence 0 (BatchDecoder)
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,9 +68,8 @@ class GraphSampler:
         address = ctypes.cast(ctx, ctypes.c_void_p).value
         c_params = ffi.new("pyspec_sampling_params *")
         params.fill(c_params)
-        status = self._lib.pyspec_graph_sampler_attach(ffi.cast("void *", address), 0,
-                                                       c_params, handle, self._err)
-        self._check(status)
+        self._check(self._lib.pyspec_graph_sampler_attach(ffi.cast("void *", address), _SEQUENCE,
+                                                          c_params, handle, self._err))
         self._handle: Optional[object] = handle[0]
         self._tokens = ffi.new("int32_t[]", max_rows)
         self._max_rows = max_rows
