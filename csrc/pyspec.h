@@ -362,6 +362,15 @@ PYSPEC_API pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *sampler
  * NULL is allowed. */
 PYSPEC_API void pyspec_graph_sampler_detach(pyspec_graph_sampler *sampler);
 
+/* The in-graph sampler's ops on one host row of logits, outside llama.cpp (ggml's CPU
+ * back end, n_threads threads): n_draws samples, draw d with the uniform of positions[d].
+ * What the statistical tests use: thousands of draws without a model decode per draw. */
+PYSPEC_API pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
+                                                  const pyspec_sampling_params *params,
+                                                  const int64_t *positions, int64_t n_draws,
+                                                  int32_t n_threads, int32_t *out_tokens,
+                                                  pyspec_error *err);
+
 /* PYSPEC_CDEF_END */
 
 #ifdef __cplusplus

@@ -32,7 +32,7 @@ _HERE = Path(__file__).resolve().parent
 # (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
 _SOURCE_DIRS = (_HERE / "_csrc", _HERE.parent / "csrc")
 _SOURCES = ("llama/graph_sampler.c", "pyspec.h", "philox.h", "hostdevice.h")
-_LLAMA_HEADERS = ("llama.h", "ggml.h", "ggml-backend.h")
+_LLAMA_HEADERS = ("llama.h", "ggml.h", "ggml-backend.h", "ggml-cpu.h")
 
 
 class GraphSamplerUnavailable(RuntimeError):
@@ -77,7 +77,7 @@ def _key(sources: Path, include: Path, lib_dir: Path) -> str:
     digest = hashlib.sha256()
     for path in [*(sources / s for s in _SOURCES), *(include / h for h in _LLAMA_HEADERS)]:
         digest.update(path.read_bytes())
-    for name in ("libllama.so", "libggml-base.so"):
+    for name in ("libllama.so", "libggml-base.so", "libggml-cpu.so"):
         stat = (lib_dir / name).stat() if (lib_dir / name).exists() else None
         digest.update(f"{lib_dir / name}:{stat.st_size if stat else 0}:{stat.st_mtime_ns if stat else 0}".encode())
     return digest.hexdigest()[:16]
@@ -114,7 +114,7 @@ def build_graph_library(*, quiet: bool = False) -> Path:
            "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter",
            "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
            f"-I{sources}", f"-I{include}", str(sources / "llama" / "graph_sampler.c"),
-           f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", f"-Wl,-rpath,{lib_dir}", "-lm",
+           f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", "-lggml-cpu", f"-Wl,-rpath,{lib_dir}", "-lm",
            "-o", str(partial)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
 #include "llama.h"
 
@@ -92,6 +93,27 @@ static struct ggml_tensor *one_minus(struct ggml_context *ctx, struct ggml_tenso
     return ggml_scale_bias(ctx, t, -1.0f, 1.0f);
 }
 
+/* The inclusive running sum of w (1-D). ggml's cumsum adds sequentially in float: over a
+ * whole vocabulary its rounding error grows to ~n_vocab * 2^-24 of the total, enough to move
+ * a draw several tokens on a flat row. So rows longer than one block are summed in two
+ * levels: running sums within blocks of RUNNING_SUM_BLOCK, and a running sum of the block
+ * totals added to each block; the error is then ~(block + n / block) * 2^-24 of the total.
+ * The result has ceil(n / block) * block entries: the padding repeats the total. */
+#define RUNNING_SUM_BLOCK 512
+static struct ggml_tensor *running_sum(struct ggml_context *ctx, struct ggml_tensor *w) {
+    const int64_t n = ggml_nelements(w);
+    if (n <= RUNNING_SUM_BLOCK) return ggml_cumsum(ctx, w);
+    const int64_t n_blocks = (n + RUNNING_SUM_BLOCK - 1) / RUNNING_SUM_BLOCK;
+    const int64_t padded = n_blocks * RUNNING_SUM_BLOCK;
+    struct ggml_tensor *blocks = ggml_reshape_2d(
+        ctx, padded > n ? ggml_pad(ctx, w, (int)(padded - n), 0, 0, 0) : w, RUNNING_SUM_BLOCK, n_blocks);
+    struct ggml_tensor *within = ggml_cumsum(ctx, blocks);                 /* [block, n_blocks] */
+    struct ggml_tensor *totals = ggml_reshape_1d(ctx, ggml_sum_rows(ctx, blocks), n_blocks);
+    struct ggml_tensor *through = ggml_cumsum(ctx, totals);
+    struct ggml_tensor *before = ggml_reshape_2d(ctx, ggml_sub(ctx, through, totals), 1, n_blocks);
+    return ggml_reshape_1d(ctx, ggml_add(ctx, within, before), padded);
+}
+
 /* 1 where the top-p nucleus keeps the candidate, in the candidates' own order. x: logit -
  * max per candidate. The nucleus is the shortest prefix in rank order whose untempered
  * weight reaches top_p of the candidates' total: a candidate is kept while the weight
@@ -100,7 +122,7 @@ static struct ggml_tensor *top_p_keep(struct ggml_context *ctx, struct ggml_tens
     const int64_t n = ggml_nelements(x);
     struct ggml_tensor *rank = ggml_argsort(ctx, x, GGML_SORT_ORDER_DESC);
     struct ggml_tensor *w_ranked = pick(ctx, ggml_exp(ctx, x), rank);
-    struct ggml_tensor *cum = ggml_cumsum(ctx, w_ranked);
+    struct ggml_tensor *cum = ggml_view_1d(ctx, running_sum(ctx, w_ranked), n, 0);
     struct ggml_tensor *before = ggml_sub(ctx, cum, w_ranked);
     struct ggml_tensor *total = ggml_view_1d(ctx, cum, 1, (size_t)(n - 1) * sizeof(float));
     struct ggml_tensor *goal = ggml_scale(ctx, total, top_p);
@@ -115,8 +137,8 @@ static struct ggml_tensor *top_p_keep(struct ggml_context *ctx, struct ggml_tens
  * whose running sum exceeds u * total, never past the last kept one. */
 static struct ggml_tensor *inverse_cdf(struct ggml_context *ctx, struct ggml_tensor *weights,
                                        struct ggml_tensor *uniform) {
-    const int64_t n = ggml_nelements(weights);
-    struct ggml_tensor *cum = ggml_cumsum(ctx, weights);
+    struct ggml_tensor *cum = running_sum(ctx, weights); /* padding repeats the total */
+    const int64_t n = ggml_nelements(cum);
     struct ggml_tensor *total = ggml_view_1d(ctx, cum, 1, (size_t)(n - 1) * sizeof(float));
     struct ggml_tensor *target = ggml_mul(ctx, total, uniform);
     struct ggml_tensor *above = ggml_sum(ctx, ggml_step(ctx, ggml_sub(ctx, cum, target)));
@@ -133,7 +155,10 @@ static struct ggml_tensor *sample_row(struct ggml_context *ctx, const graph_stat
                                       struct ggml_tensor *logits, struct ggml_tensor *uniform) {
     const int64_t n = ggml_nelements(logits);
     struct ggml_tensor *row = ggml_reshape_2d(ctx, logits, n, 1);
-    if (st->greedy) return ggml_argmax(ctx, row); /* ties: the lowest id, as the host */
+    /* Greedy: ggml's argmax. On an exact tie at the top it keeps the highest id on the CPU
+     * back end where the host keeps the lowest: breaking ties the host's way would cost
+     * several more passes over the row, for the nearest of near-ties (README). */
+    if (st->greedy) return ggml_argmax(ctx, row);
 
     const pyspec_sampling_params *p = &st->params;
     struct ggml_tensor *ids = NULL; /* candidate token ids, ascending; NULL: all, ids = index */
@@ -383,6 +408,57 @@ pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *g, int32_t first_o
                         "target_logits row %d holds NaN or +-inf (found in the graph; the row never left the device)",
                         i);
         out_tokens[i] = token;
+    }
+    return PYSPEC_OK;
+}
+
+/* ---- the same ops outside llama.cpp (tests) ------------------------------------------ */
+
+pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
+                                       const pyspec_sampling_params *params,
+                                       const int64_t *positions, int64_t n_draws,
+                                       int32_t n_threads, int32_t *out_tokens, pyspec_error *err) {
+    if (!logits || !positions || !out_tokens) return fail(err, PYSPEC_ERR_NULL, "logits, positions and out_tokens must not be NULL");
+    if (n_vocab < 1 || n_vocab > (1 << 24))
+        return fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^24], got %lld", (long long)n_vocab);
+    if (n_draws < 0 || n_threads < 1) return fail(err, PYSPEC_ERR_SHAPE, "need n_draws >= 0 and n_threads >= 1");
+    pyspec_status status = check_params(params, err);
+    if (status != PYSPEC_OK) return status;
+    graph_state st;
+    memset(&st, 0, sizeof st);
+    st.params = *params;
+    st.greedy = params->temperature <= 0.0f;
+    st.log_min_p = params->min_p > 0.0f ? logf(params->min_p) : -INFINITY;
+    /* One graph per draw, in a context that holds every intermediate: at most ~64 tensors
+     * of n_vocab elements (the top-k-off, top-p-on chain is the longest). */
+    const size_t max_nodes = 512;
+    const size_t mem = (size_t)64 * ((size_t)n_vocab * sizeof(float) + ggml_tensor_overhead() + 64) +
+                       ggml_graph_overhead_custom(max_nodes, false) + (1 << 20);
+    for (int64_t d = 0; d < n_draws; ++d) {
+        if (positions[d] < 0)
+            return fail(err, PYSPEC_ERR_SHAPE, "positions[%lld] is negative", (long long)d);
+        struct ggml_init_params ip = {mem, NULL, false};
+        struct ggml_context *ctx = ggml_init(ip);
+        if (!ctx) return fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a ggml context of %zu bytes", mem);
+        struct ggml_tensor *row = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_vocab);
+        memcpy(row->data, logits, (size_t)n_vocab * sizeof(float));
+        struct ggml_tensor *uniform = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+        float uf = (float)pyspec_uniform_keyed(params->seed, positions[d], PYSPEC_PURPOSE_SAMPLE);
+        if (!(uf < 1.0f)) uf = LARGEST_BELOW_ONE;
+        memcpy(uniform->data, &uf, sizeof uf);
+        struct ggml_tensor *token = sample_row(ctx, &st, row, uniform);
+        struct ggml_tensor *check = ggml_sum(ctx, ggml_sub(ctx, row, row));
+        struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, max_nodes, false);
+        ggml_build_forward_expand(gf, token);
+        ggml_build_forward_expand(gf, check);
+        const enum ggml_status gs = ggml_graph_compute_with_ctx(ctx, gf, n_threads);
+        const float finite = *(const float *)check->data;
+        const int32_t t = *(const int32_t *)token->data;
+        ggml_free(ctx);
+        if (gs != GGML_STATUS_SUCCESS) return fail(err, PYSPEC_ERR_LLAMA, "ggml could not compute the row (status %d)", (int)gs);
+        if (!(finite == 0.0f)) return fail(err, PYSPEC_ERR_LOGITS, "logits hold NaN or +-inf");
+        if (t < 0 || t >= n_vocab) return fail(err, PYSPEC_ERR_LLAMA, "the graph drew token %d outside [0, %lld)", t, (long long)n_vocab);
+        out_tokens[d] = t;
     }
     return PYSPEC_OK;
 }

@@ -110,3 +110,28 @@ def point_mass_result(sampled: np.ndarray, drafts: list) -> tuple:
     while n < len(drafts) and int(sampled[n]) == drafts[n]:
         n += 1
     return n, [*drafts[:n], int(sampled[n])]
+
+
+def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1) -> np.ndarray:
+    """The in-graph sampler's ops run by ggml's CPU back end on one host row of logits (no
+    model): one draw per position, with that position's uniform. The tokens a decode with
+    the sampler attached would emit for this row at those positions; what the statistical
+    tests draw thousands of samples with."""
+    glib = graph_library()
+    row = np.ascontiguousarray(row, dtype=np.float32)
+    if row.ndim != 1 or not row.size:
+        raise ValueError(f"row must be one non-empty row of logits, got shape {row.shape}")
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    if positions.ndim != 1:
+        raise ValueError(f"positions must be 1-D, got shape {positions.shape}")
+    out = np.empty(positions.size, dtype=np.int32)
+    c_params = ffi.new("pyspec_sampling_params *")
+    params.fill(c_params)
+    err = ffi.new("pyspec_error *")
+    status = glib.pyspec_graph_sample_rows(
+        ffi.cast("const float *", row.ctypes.data), row.size, c_params,
+        ffi.cast("const int64_t *", positions.ctypes.data), positions.size, n_threads,
+        ffi.cast("int32_t *", out.ctypes.data), err)
+    if status:
+        raise_for_status(status, "in-graph sampler: " + ffi.string(err.message).decode())
+    return out

@@ -112,6 +112,11 @@ class Speculation:
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
                              f"draft_max={draft_max}")
+        # Why no request can be sampled in the graph with this context ('' when they can):
+        # checked before anything is allocated.
+        graph_unavailable = "" if sampling == "host" else self._graph_context_reason(llama, draft_max + 1)
+        if sampling == "graph" and graph_unavailable:
+            raise GraphSamplerUnavailable(f"sampling='graph': {graph_unavailable}")
         if llama.n_ctx() <= draft_max + 1:
             raise ValueError(f"draft_max {draft_max} leaves no room in a context of {llama.n_ctx()}")
         if draft_max + 1 > llama.n_batch:  # llama.cpp aborts on a batch above n_batch
@@ -149,13 +154,11 @@ class Speculation:
         self.sampling = sampling
         self._graph: Optional[GraphSampler] = None  # attached for the request under way
         self._first_output = 0  # batch index of the last decode's first output row
-        # Why no request can be sampled in the graph with this context ('' when they can).
-        self.graph_unavailable = "" if sampling == "host" else self._graph_context_reason()
-        if sampling == "graph" and self.graph_unavailable:
-            raise GraphSamplerUnavailable(f"sampling='graph': {self.graph_unavailable}")
+        self.graph_unavailable = graph_unavailable
 
-    def _graph_context_reason(self) -> str:
-        llama, rows = self.llama, self.controller.draft_max + 1
+    @staticmethod
+    def _graph_context_reason(llama: llama_cpp.Llama, rows: int) -> str:
+        """Why no request can be sampled in this context's graph ('' when they can)."""
         per_seq = int(llama.context_params.n_outputs_max_per_seq)
         if per_seq and per_seq < rows:
             return (f"this Llama's context samples at most {per_seq} output(s) per sequence in the "
