@@ -48,12 +48,15 @@ def _stream(llm, prompt):
 
 
 class _PassTimer:
-    """Times every target forward pass of the speculative loop (BatchDecoder.decode)."""
+    """Times every target forward pass of the speculative loop (BatchDecoder.decode, and
+    decode_sampled when the rows are sampled in llama.cpp's graph)."""
 
     def __init__(self, monkeypatch):
         self.seconds = []
-        real = BatchDecoder.decode
+        for name in ("decode", "decode_sampled"):
+            monkeypatch.setattr(BatchDecoder, name, self._timed(getattr(BatchDecoder, name)))
 
+    def _timed(self, real):
         def timed(decoder, tokens, n_past, n_outputs):
             t = time.perf_counter()
             try:
@@ -61,7 +64,7 @@ class _PassTimer:
             finally:
                 self.seconds.append((len(tokens), time.perf_counter() - t))
 
-        monkeypatch.setattr(BatchDecoder, "decode", timed)
+        return timed
 
 
 @pytest.mark.parametrize("load", ["quiet", "hog"])

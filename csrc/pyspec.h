@@ -333,7 +333,9 @@ PYSPEC_API pyspec_status pyspec_cuda_memcpy(int32_t device, void *dst, const voi
  * These functions live in a second library, libpyspec_llama, compiled against the headers of
  * the llama-cpp-python whose libllama it links (pyspec/llama_graph_build.py); libpyspec does
  * not have them. Point-mass verification only (row i emits its plain sample at position
- * `position + i`, as pyspec_sample would); no repetition penalties (PYSPEC_ERR_PARAM). */
+ * `position + i`, as pyspec_sample would). Penalties need a window of fixed size
+ * (penalty_last_n in [0, PYSPEC_MAX_PENALTY_WINDOW]) and pyspec_graph_sampler_set_history
+ * before each decode. */
 typedef struct pyspec_graph_sampler pyspec_graph_sampler;
 
 /* The llama-cpp-python version whose llama.h and ggml.h the library was compiled against. */
@@ -352,6 +354,15 @@ PYSPEC_API pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_
 PYSPEC_API pyspec_status pyspec_graph_sampler_set_position(pyspec_graph_sampler *sampler,
                                                            int64_t position, pyspec_error *err);
 
+/* With repetition penalties on: the tokens the penalties look back on for the next
+ * decode's n_rows output rows: row r's window is the last penalty_last_n tokens of history
+ * followed by drafts[0..r) (n_rows - 1 drafts). Call before each decode. */
+PYSPEC_API pyspec_status pyspec_graph_sampler_set_history(pyspec_graph_sampler *sampler,
+                                                          const int32_t *history,
+                                                          int64_t n_history,
+                                                          const int32_t *drafts, int32_t n_rows,
+                                                          pyspec_error *err);
+
 /* The sampled tokens of outputs first_output .. first_output + n_rows - 1 of the last decode
  * (llama_get_sampled_token_ith indices). PYSPEC_ERR_LOGITS when a row held NaN or +-inf. */
 PYSPEC_API pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *sampler,
@@ -363,10 +374,12 @@ PYSPEC_API pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *sampler
 PYSPEC_API void pyspec_graph_sampler_detach(pyspec_graph_sampler *sampler);
 
 /* The in-graph sampler's ops on one host row of logits, outside llama.cpp (ggml's CPU
- * back end, n_threads threads): n_draws samples, draw d with the uniform of positions[d].
+ * back end, n_threads threads): n_draws samples, draw d with the uniform of positions[d],
+ * the penalties (if on) looking back on history.
  * What the statistical tests use: thousands of draws without a model decode per draw. */
 PYSPEC_API pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
                                                   const pyspec_sampling_params *params,
+                                                  const int32_t *history, int64_t n_history,
                                                   const int64_t *positions, int64_t n_draws,
                                                   int32_t n_threads, int32_t *out_tokens,
                                                   pyspec_error *err);

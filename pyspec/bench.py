@@ -28,6 +28,8 @@ SUITES = {
                       "a new process's first three requests, quiet and with a CPU hog"),
     "grammar": (["bench_grammar.py"], 10.0,
                 "JSON schema / JSON mode output against plain with the same grammar"),
+    "graph": (["bench_graph_sampling.py"], 12.0,
+              "verify rows sampled in llama.cpp's graph against the host path"),
 }
 
 

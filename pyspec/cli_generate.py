@@ -40,6 +40,10 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-min", type=int, default=0)
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
+    p.add_argument("--sampling", choices=("auto", "graph", "host"), default="auto",
+                   help="where verify rows are sampled: inside llama.cpp's graph (only tokens "
+                        "leave it), on the host (rows copied out), or auto: the graph when the "
+                        "request allows (default)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096)
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1,
                    help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
@@ -227,9 +231,17 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     if args.plain:
         llm = llama_cpp.Llama(model_path=target, **common)
     else:
-        llm = SpeculativeLlama(target, draft=draft, draft_max=0 if args.no_draft else args.draft_max,
-                               draft_min=0 if args.no_draft else args.draft_min,
-                               draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft, **common)
+        from .llama_graph_build import GraphSamplerUnavailable
+
+        try:
+            llm = SpeculativeLlama(target, draft=draft,
+                                   draft_max=0 if args.no_draft else args.draft_max,
+                                   draft_min=0 if args.no_draft else args.draft_min,
+                                   draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft,
+                                   sampling=args.sampling, **common)
+        except GraphSamplerUnavailable as exc:
+            print(f"pyspec: error: {exc}", file=sys.stderr)
+            return 2
     if request["grammar"] is not None:
         from .errors import InvalidRequestError
         from .llama.speculative import check_grammar

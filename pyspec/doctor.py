@@ -74,6 +74,19 @@ def check_llama(report: Report) -> None:
                    "-march=native build used on another CPU, or an AMX build on an AMX CPU)")
 
 
+def check_graph_sampler(report: Report) -> None:
+    """Builds (once) the in-graph sampler against the installed llama-cpp-python."""
+    from .llama_graph_build import GraphSamplerUnavailable, build_graph_library
+
+    try:
+        path = build_graph_library()
+    except GraphSamplerUnavailable as exc:
+        report.add(WARN, "in-graph sampler", f"unavailable ({exc}); verify rows are sampled on "
+                                             f"the host")
+        return
+    report.add(OK, "in-graph sampler", f"{path}")
+
+
 def check_cuda(report: Report) -> None:
     import pyspec
 
@@ -119,7 +132,8 @@ def check_cost_cache(report: Report) -> None:
 
 def main(argv=None) -> int:
     report = Report()
-    for check in (check_pyspec, check_llama, check_cuda, check_models, check_cost_cache):
+    for check in (check_pyspec, check_llama, check_graph_sampler, check_cuda, check_models,
+                  check_cost_cache):
         try:
             check(report)
         except Exception as exc:  # noqa: BLE001 - a failing check is a finding, not a crash

@@ -1,4 +1,4 @@
-"""Builds and loads libpyspec_llama: the in-graph sampler (csrc/llama/graph_sampler.c).
+"""Builds libpyspec_llama: the in-graph sampler (csrc/llama/).
 
 Why a second library, built here rather than by pip: the sampler implements llama.cpp's
 experimental backend-sampler interface, whose structs (``llama_sampler_i``,
@@ -31,7 +31,8 @@ _HERE = Path(__file__).resolve().parent
 # pyspec.h, philox.h and hostdevice.h with graph_sampler.c: beside the package in a wheel
 # (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
 _SOURCE_DIRS = (_HERE / "_csrc", _HERE.parent / "csrc")
-_SOURCES = ("llama/graph_sampler.c", "pyspec.h", "philox.h", "hostdevice.h")
+_C_FILES = ("llama/graph_sampler.c", "llama/graph_ops.c", "llama/graph_state.c", "llama/graph_host.c")
+_SOURCES = (*_C_FILES, "llama/graph_internal.h", "pyspec.h", "philox.h", "hostdevice.h")
 _LLAMA_HEADERS = ("llama.h", "ggml.h", "ggml-backend.h", "ggml-cpu.h")
 
 
@@ -113,7 +114,7 @@ def build_graph_library(*, quiet: bool = False) -> Path:
     cmd = [_compiler(), "-O2", "-std=c11", "-fPIC", "-shared", "-fvisibility=hidden",
            "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter",
            "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
-           f"-I{sources}", f"-I{include}", str(sources / "llama" / "graph_sampler.c"),
+           f"-I{sources}", f"-I{include}", *(str(sources / c) for c in _C_FILES),
            f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", "-lggml-cpu", f"-Wl,-rpath,{lib_dir}", "-lm",
            "-o", str(partial)]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -74,6 +74,31 @@ def test_ggml_draws_match_the_host_and_follow_the_distribution(model_rows, name,
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("penalties", [dict(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.3),
+                                       dict(repeat_penalty=0.7, penalty_last_n=8)],
+                         ids=["repeat-freq-presence", "repeat-below-1-short-window"])
+def test_ggml_penalised_draws_match_the_host(model_rows, penalties):
+    """Penalties in the graph: the window's distinct tokens are gathered, penalised with
+    rules.h's arithmetic and written back. The history repeats the row's best candidates,
+    so the penalties change what is drawn."""
+    model, rows = model_rows
+    params = SamplingParams(seed=99, temperature=1.0, top_k=40, top_p=0.95, min_p=0.02, **penalties)
+    row = _widest_row(rows, params)
+    best = np.argsort(row)[::-1][:6]
+    history = np.array([best[0], best[1], best[0], 17, best[2], best[0], best[3], best[5]], np.int32)
+    positions = np.arange(1000)
+    graph = sample_in_ggml(row, params, positions, n_threads=2, history=history)
+    host = np.array([pyspec.sample(row, params, position=int(p), penalty_history=history)
+                     for p in positions])
+    assert np.mean(graph != host) <= MAX_MISMATCH
+    unpenalised = sample_in_ggml(row, SamplingParams(seed=99, temperature=1.0, top_k=40, top_p=0.95,
+                                                     min_p=0.02), positions, n_threads=2)
+    assert np.mean(unpenalised != host) > 0.05  # the penalties do change the draws here
+    probs = pyspec.distribution(row, params, penalty_history=history).astype(np.float64)
+    assert chisquare_pvalue(graph, probs / probs.sum()) > 1e-3
+
+
+@pytest.mark.model
 @pytest.mark.parametrize("scale", [0.8, 1.25])
 def test_planted_temperature_error_fails_both_checks(model_rows, scale):
     """A graph that scaled by the wrong temperature (one of the bugs a hand-built chain can
@@ -121,8 +146,10 @@ def test_bad_rows_and_params_raise_clear_errors():
         sample_in_ggml(row, params, [0])
     with pytest.raises(ValueError, match="one non-empty row"):
         sample_in_ggml(np.zeros((2, 64), np.float32), params, [0])
-    with pytest.raises(PyspecError, match="repetition penalties"):
-        sample_in_ggml(np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3), [0])
+    with pytest.raises(PyspecError, match="fixed size"):  # penalty_last_n=-1: the whole history
+        sample_in_ggml(np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3, penalty_last_n=-1), [0])
+    with pytest.raises(PyspecError, match="history.*outside"):
+        sample_in_ggml(np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3), [0], history=[3, 64])
     with pytest.raises(PyspecError, match="negative"):
         sample_in_ggml(np.zeros(64, np.float32), params, [-1])
 
@@ -157,7 +184,7 @@ def _batch_rows(llm, tokens, sampler=None):
         decoder.remove_from(0)
         if sampler is not None:
             sampler.set_position(1)
-            decoder.decode(tokens, 0, len(tokens), logits=False)
+            decoder.decode_sampled(tokens, 0, len(tokens))
             return sampler.read(0, len(tokens))
         addr = decoder.decode(tokens, 0, len(tokens))
         import ctypes
@@ -203,13 +230,15 @@ def test_greedy_and_sampled_generations_equal_the_host_path(request, model):
         llm = SpeculativeLlama(path, n_ctx=1024, n_threads=2, verbose=False, sampling=sampling,
                                adaptive=False, draft_max=8)
         try:
-            for key, kw in {"greedy": dict(temperature=0.0), "s1": dict(seed=1)}.items():
+            for key, kw in {"greedy": dict(temperature=0.0), "s1": dict(seed=1),
+                            "penalised": dict(seed=5, repeat_penalty=1.3, frequency_penalty=0.1,
+                                              presence_penalty=0.2)}.items():
                 out = llm.create_completion(prompt, max_tokens=48, **kw)
                 assert llm.speculation.last.sampling == sampling
                 texts[sampling, key] = out["choices"][0]["text"]
         finally:
             llm.close()
-    for key in ("greedy", "s1"):
+    for key in ("greedy", "s1", "penalised"):
         assert texts["graph", key] == texts["host", key], key
 
 
@@ -219,12 +248,12 @@ def test_auto_says_why_a_request_is_sampled_on_the_host(gemma_graph, caplog):
         for _ in range(2):
             gemma_graph.create_completion("Hello", max_tokens=4, logprobs=2)
             assert gemma_graph.speculation.last.sampling.startswith("host: logprobs")
-        gemma_graph.create_completion("Hello", max_tokens=4, repeat_penalty=1.2)
-        assert gemma_graph.speculation.last.sampling.startswith("host: repetition penalties")
+        gemma_graph.create_completion("Hello", max_tokens=4, logits_processor=[lambda ids, row: row])
+        assert gemma_graph.speculation.last.sampling.startswith("host: grammars and logits processors")
         gemma_graph.create_completion("Hello", max_tokens=4)
         assert gemma_graph.speculation.last.sampling == "graph"
     said = [r.getMessage() for r in caplog.records if "sampled on the host" in r.getMessage()]
-    assert len(said) == 2 and "logprobs" in said[0] and "penalties" in said[1]
+    assert len(said) == 2 and "logprobs" in said[0] and "processors" in said[1]
 
 
 @pytest.mark.model
@@ -243,8 +272,8 @@ def test_llama_cpp_python_loop_works_after_a_graph_request(gemma_graph, caplog):
 def test_graph_mode_refuses_what_it_cannot_sample(gemma_path):
     llm = SpeculativeLlama(gemma_path, n_ctx=512, n_threads=2, verbose=False, sampling="graph")
     try:
-        with pytest.raises(InvalidRequestError, match="repetition penalties"):
-            llm.create_completion("Hello", max_tokens=4, repeat_penalty=1.2)
+        with pytest.raises(InvalidRequestError, match="logprobs"):
+            llm.create_completion("Hello", max_tokens=4, logprobs=1)
         out = llm.create_completion("Hello", max_tokens=4)  # the model is still usable
         assert llm.speculation.last.sampling == "graph" and out["choices"][0]["text"] is not None
     finally:

@@ -480,13 +480,16 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
     monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
     monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
     batches = []
-    real_decode = BatchDecoder.decode
 
-    def counting_decode(self, tokens, n_past, n_outputs):
-        batches.append(len(tokens))
-        return real_decode(self, tokens, n_past, n_outputs)
+    def counting(real):  # every target pass, rows sampled on the host or in the graph
+        def counting_decode(self, tokens, n_past, n_outputs):
+            batches.append(len(tokens))
+            return real(self, tokens, n_past, n_outputs)
 
-    monkeypatch.setattr(BatchDecoder, "decode", counting_decode)
+        return counting_decode
+
+    for name in ("decode", "decode_sampled"):
+        monkeypatch.setattr(BatchDecoder, name, counting(getattr(BatchDecoder, name)))
 
     from pyspec.llama.cost_cache import cost_cache_file
 

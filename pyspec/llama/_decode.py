@@ -36,12 +36,26 @@ class BatchDecoder:
         if not llama_cpp.llama_memory_seq_rm(mem, 0, position, -1):
             raise RuntimeError(f"llama.cpp refused to remove KV cells from position {position}")
 
-    def decode(self, tokens, n_past: int, n_outputs: int, *, logits: bool = True) -> int:
+    def decode(self, tokens, n_past: int, n_outputs: int) -> int:
         """Evaluates ``tokens`` at positions ``n_past...``; llama.cpp keeps logits for the last
         ``n_outputs`` of them. Returns the address of the first of those rows; the rows are
-        contiguous, ``n_vocab`` floats apart, and valid until the next decode.
-        ``logits=False``: the outputs are sampled in the graph (GraphSampler), llama.cpp has
-        no host rows for them, and 0 is returned."""
+        contiguous, ``n_vocab`` floats apart, and valid until the next decode."""
+        self._evaluate(tokens, n_past, n_outputs)
+        n = len(tokens)
+        first_output = n - n_outputs
+        first = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p).value
+        if n_outputs > 1:
+            last = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p).value
+            if last - first != (n_outputs - 1) * self._row_bytes:
+                raise RuntimeError("llama.cpp's output rows are not contiguous in batch order")
+        return first
+
+    def decode_sampled(self, tokens, n_past: int, n_outputs: int) -> None:
+        """``decode`` for a sequence whose outputs are sampled in the graph (a GraphSampler
+        is attached): llama.cpp keeps no logits rows for them, only the sampled tokens."""
+        self._evaluate(tokens, n_past, n_outputs)
+
+    def _evaluate(self, tokens, n_past: int, n_outputs: int) -> None:
         n = len(tokens)
         if not 1 <= n <= self.capacity:
             raise ValueError(f"batch of {n} tokens (capacity {self.capacity})")
@@ -59,11 +73,3 @@ class BatchDecoder:
         rc = llama_cpp.llama_decode(self.ctx, b)
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc} for a batch of {n} at position {n_past}")
-        if not logits:
-            return 0
-        first = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p).value
-        if n_outputs > 1:
-            last = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p).value
-            if last - first != (n_outputs - 1) * self._row_bytes:
-                raise RuntimeError("llama.cpp's output rows are not contiguous in batch order")
-        return first

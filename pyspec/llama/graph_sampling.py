@@ -86,6 +86,15 @@ class GraphSampler:
         """The absolute position decided by the first output row of the next decode."""
         self._check(self._lib.pyspec_graph_sampler_set_position(self._handle, position, self._err))
 
+    def set_history(self, history, drafts) -> None:
+        """With penalties on: what the next decode's rows look back on (row r: history, then
+        drafts[:r]); ``len(drafts) + 1`` rows. Call before each decode."""
+        history = np.ascontiguousarray(history, dtype=np.int32)
+        drafts = np.ascontiguousarray(drafts, dtype=np.int32)
+        self._check(self._lib.pyspec_graph_sampler_set_history(
+            self._handle, ffi.cast("const int32_t *", history.ctypes.data), history.size,
+            ffi.cast("const int32_t *", drafts.ctypes.data), drafts.size + 1, self._err))
+
     def read(self, first_output: int, n_rows: int) -> np.ndarray:
         """The tokens sampled for outputs ``first_output ...`` of the last decode."""
         if not 1 <= n_rows <= self._max_rows:
@@ -112,11 +121,12 @@ def point_mass_result(sampled: np.ndarray, drafts: list) -> tuple:
     return n, [*drafts[:n], int(sampled[n])]
 
 
-def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1) -> np.ndarray:
+def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1,
+                   history=()) -> np.ndarray:
     """The in-graph sampler's ops run by ggml's CPU back end on one host row of logits (no
-    model): one draw per position, with that position's uniform. The tokens a decode with
-    the sampler attached would emit for this row at those positions; what the statistical
-    tests draw thousands of samples with."""
+    model): one draw per position, with that position's uniform (and with penalties on, the
+    window of ``history``). The tokens a decode with the sampler attached would emit for
+    this row at those positions; what the statistical tests draw thousands of samples with."""
     glib = graph_library()
     row = np.ascontiguousarray(row, dtype=np.float32)
     if row.ndim != 1 or not row.size:
@@ -128,8 +138,10 @@ def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1) -
     c_params = ffi.new("pyspec_sampling_params *")
     params.fill(c_params)
     err = ffi.new("pyspec_error *")
+    history = np.ascontiguousarray(history, dtype=np.int32)
     status = glib.pyspec_graph_sample_rows(
         ffi.cast("const float *", row.ctypes.data), row.size, c_params,
+        ffi.cast("const int32_t *", history.ctypes.data), history.size,
         ffi.cast("const int64_t *", positions.ctypes.data), positions.size, n_threads,
         ffi.cast("int32_t *", out.ctypes.data), err)
     if status:

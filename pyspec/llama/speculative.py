@@ -177,8 +177,6 @@ class Speculation:
             return "sampling='host'"
         if self.graph_unavailable:
             return self.graph_unavailable
-        if params.penalties_on:
-            return "repetition penalties (not in the in-graph sampler yet)"
         if constraints is not None:
             return "grammars and logits processors (they read and change each row)"
         if logit_rows:
@@ -283,7 +281,11 @@ class Speculation:
         self._first_output = len(batch) - n_outputs
         if self._graph is not None:  # output row j decides the token at n_past + first + j + 1
             self._graph.set_position(n_past + self._first_output + 1)
-        addr = self.decoder.decode(batch, n_past, n_outputs, logits=self._graph is None)
+        if self._graph is None:
+            addr = self.decoder.decode(batch, n_past, n_outputs)
+        else:
+            self.decoder.decode_sampled(batch, n_past, n_outputs)
+            addr = 0  # no host rows: the sampler holds the tokens
         llama.input_ids[n_past: n_past + len(batch)] = batch
         llama.n_tokens = n_past + len(batch)
         llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
@@ -375,6 +377,8 @@ class Speculation:
             self._choose_sampling(params, constraints, emitted_rows or prompt_rows,
                                   stopping_criteria, stats)
             graph = self._graph
+            if graph is not None and params.penalties_on:
+                graph.set_history([], [])  # the window starts with this call's output
             addr = self._evaluate_prompt(tokens, stats, prompt_rows)
             position = llama.n_tokens  # absolute position of the token being emitted
             t0 = time.perf_counter()
@@ -425,6 +429,8 @@ class Speculation:
                 batch = [last] + drafts[:len(drafts) - forbidden]
                 t0 = time.perf_counter()
                 n_before = llama.n_tokens
+                if graph is not None and params.penalties_on:
+                    graph.set_history(context[n_prompt:], drafts)
                 addr = self._decode(batch, len(batch))
                 t1 = time.perf_counter()
                 # The penalties look back on what this call generated (llama.cpp's sampler

@@ -1,0 +1,196 @@
+/*
+ * graph_state.c - the in-graph sampler's state: its parameters (checked), the penalty
+ * windows of the next decode's rows, and the inputs written before each run (uniforms from
+ * Philox at the rows' positions, the windows).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "graph_internal.h"
+#include "philox.h"
+
+pyspec_status pyspec_graph_fail(pyspec_error *err, pyspec_status status, const char *fmt, ...) {
+    if (err) {
+        err->status = status;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void pyspec_graph_free_state(graph_state *st) {
+    if (!st) return;
+    free(st->rows);
+    free(st->window_tokens);
+    free(st->window_counts);
+    free(st->n_distinct);
+    free(st);
+}
+
+static int penalties_on(const pyspec_sampling_params *p) {
+    return p->penalty_last_n != 0 &&
+           (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
+}
+
+pyspec_status pyspec_graph_check_params(const pyspec_sampling_params *p, pyspec_error *err) {
+    if (!p) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "params is NULL");
+    if (!isfinite(p->temperature))
+        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.temperature must be finite (<= 0 means greedy), got %g",
+                    (double)p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.top_p must be in (0, 1] (1 turns top-p off), got %g",
+                    (double)p->top_p);
+    if (isnan(p->min_p) || p->min_p > 1.0f)
+        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.min_p must be <= 1 (<= 0 turns min-p off), got %g",
+                    (double)p->min_p);
+    if (penalties_on(p)) {
+        if (p->penalty_last_n < 0 || p->penalty_last_n > PYSPEC_MAX_PENALTY_WINDOW)
+            return pyspec_graph_fail(err, PYSPEC_ERR_PARAM,
+                        "params.penalty_last_n must be in [0, %d] in the graph (a window of fixed size), got %d",
+                        (int)PYSPEC_MAX_PENALTY_WINDOW, p->penalty_last_n);
+        if (!(p->penalty_repeat >= 1.0f / PYSPEC_MAX_PENALTY && p->penalty_repeat <= PYSPEC_MAX_PENALTY) ||
+            !(fabsf(p->penalty_freq) <= PYSPEC_MAX_PENALTY) || !(fabsf(p->penalty_present) <= PYSPEC_MAX_PENALTY))
+            return pyspec_graph_fail(err, PYSPEC_ERR_PARAM,
+                        "params: penalty_repeat must be in [1e-6, 1e6] and |penalty_freq|, |penalty_present| <= 1e6");
+    }
+    return PYSPEC_OK;
+}
+
+/* The state of one sampler for params (checked). */
+graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab) {
+    graph_state *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->params = *params;
+    st->params.penalty_history = NULL;
+    st->params.n_penalty_history = 0;
+    st->greedy = params->temperature <= 0.0f;
+    st->penalties = penalties_on(params);
+    st->window = st->penalties ? params->penalty_last_n : 0;
+    st->n_vocab = n_vocab;
+    st->log_min_p = params->min_p > 0.0f ? logf(params->min_p) : -INFINITY;
+    return st;
+}
+
+static int compare_tokens(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Row r's window: the last `window` tokens of history followed by drafts[0..r), as distinct
+ * tokens (ascending) and their counts. */
+static void prepare_window(graph_state *st, int32_t r, const int32_t *history, int64_t n_history,
+                           const int32_t *drafts, int32_t *scratch) {
+    const int64_t w = st->window, total = n_history + r;
+    const int64_t first = total > w ? total - w : 0;
+    int64_t n = 0;
+    for (int64_t i = first; i < total; ++i) scratch[n++] = i < n_history ? history[i] : drafts[i - n_history];
+    qsort(scratch, (size_t)n, sizeof *scratch, compare_tokens);
+    int32_t *tokens = st->window_tokens + (size_t)r * w;
+    float *counts = st->window_counts + (size_t)r * w;
+    int32_t m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (m > 0 && tokens[m - 1] == scratch[i]) {
+            counts[m - 1] += 1.0f;
+        } else {
+            tokens[m] = scratch[i];
+            counts[m++] = 1.0f;
+        }
+    }
+    st->n_distinct[r] = m;
+}
+
+/* Windows for rows 0..n_rows-1 (row r: history, then drafts[0..r)). */
+pyspec_status pyspec_graph_set_windows(graph_state *st, const int32_t *history, int64_t n_history,
+                                 const int32_t *drafts, int32_t n_rows, pyspec_error *err) {
+    if (!st->penalties) return PYSPEC_OK;
+    if (n_history < 0 || n_rows < 1) return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "need n_history >= 0 and rows >= 1");
+    if ((n_history && !history) || (n_rows > 1 && !drafts))
+        return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "history and drafts must not be NULL when not empty");
+    for (int64_t i = 0; i < n_history + n_rows - 1; ++i) {
+        const int32_t t = i < n_history ? history[i] : drafts[i - n_history];
+        if (t < 0 || t >= st->n_vocab)
+            return pyspec_graph_fail(err, PYSPEC_ERR_TOKEN, "%s[%lld] = %d is outside [0, %lld)", i < n_history ? "history" : "drafts",
+                        (long long)(i < n_history ? i : i - n_history), t, (long long)st->n_vocab);
+    }
+    if (n_rows > st->windows_capacity) {
+        const size_t cells = (size_t)n_rows * (size_t)st->window;
+        int32_t *tokens = realloc(st->window_tokens, cells * sizeof *tokens);
+        if (tokens) st->window_tokens = tokens;
+        float *counts = realloc(st->window_counts, cells * sizeof *counts);
+        if (counts) st->window_counts = counts;
+        int32_t *distinct = realloc(st->n_distinct, (size_t)n_rows * sizeof *distinct);
+        if (distinct) st->n_distinct = distinct;
+        if (!tokens || !counts || !distinct) return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for penalty windows");
+        st->windows_capacity = n_rows;
+    }
+    int32_t *scratch = malloc((size_t)st->window * sizeof *scratch);
+    if (!scratch) return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a penalty window");
+    for (int32_t r = 0; r < n_rows; ++r) prepare_window(st, r, history, n_history, drafts, scratch);
+    free(scratch);
+    st->n_windows = n_rows;
+    st->missing_window = 0;
+    return PYSPEC_OK;
+}
+
+/* Writes an input: through its back-end buffer inside llama.cpp, into its data in the
+ * host-only contexts of pyspec_graph_sample_rows. */
+static void put(struct ggml_tensor *t, const void *src, size_t bytes) {
+    if (t->buffer) ggml_backend_tensor_set(t, src, 0, bytes);
+    else memcpy(t->data, src, bytes);
+}
+
+static float uniform_at(const pyspec_sampling_params *p, int64_t position) {
+    float u = (float)pyspec_uniform_keyed(p->seed, position, PYSPEC_PURPOSE_SAMPLE);
+    return u < 1.0f ? u : LARGEST_BELOW_ONE;
+}
+
+/* Row r's penalty inputs from its prepared window; pads read token 0 and write to the
+ * scratch rows past n_vocab (one each). */
+static void set_window(graph_state *st, int32_t r, int64_t n_vocab) {
+    const row_inputs *in = &st->rows[r];
+    const int32_t w = st->window, m = st->n_distinct[r];
+    int32_t *read = malloc((size_t)w * sizeof *read);
+    int64_t *write = malloc((size_t)w * sizeof *write);
+    float *count = malloc((size_t)w * sizeof *count);
+    if (!read || !write || !count) {
+        st->missing_window = 1;
+    } else {
+        for (int32_t j = 0; j < w; ++j) {
+            const int real = j < m;
+            read[j] = real ? st->window_tokens[(size_t)r * w + j] : 0;
+            write[j] = real ? read[j] : n_vocab + j;
+            count[j] = real ? st->window_counts[(size_t)r * w + j] : 0.0f;
+        }
+        put(in->penalty_read, read, (size_t)w * sizeof *read);
+        put(in->penalty_write, write, (size_t)w * sizeof *write);
+        put(in->penalty_count, count, (size_t)w * sizeof *count);
+        put(in->penalty_repeat, &st->params.penalty_repeat, sizeof(float));
+        put(in->penalty_freq, &st->params.penalty_freq, sizeof(float));
+        put(in->penalty_present, &st->params.penalty_present, sizeof(float));
+    }
+    free(read);
+    free(write);
+    free(count);
+}
+
+void pyspec_graph_set_inputs(graph_state *st) {
+    for (int32_t r = 0; r < st->n_rows; ++r) {
+        if (st->rows[r].uniform) {
+            const float u = uniform_at(&st->params, st->position + r);
+            put(st->rows[r].uniform, &u, sizeof u);
+        }
+        if (st->penalties) {
+            if (r >= st->n_windows) {
+                st->missing_window = 1;
+                continue;
+            }
+            set_window(st, r, st->n_vocab);
+        }
+    }
+}
