@@ -298,6 +298,49 @@ def grammar_table(run: Run) -> list:
             "a near-tie of the logits (batched logits differ slightly from one-token ones)."]
 
 
+# --- in-graph sampling against the host path ----------------------------------------------
+
+GRAPH_MODELS = {"gemma": "Gemma 270M", "qwen": "Qwen 1.5B"}
+
+
+def graph_table(run: Run) -> list:
+    rounds = [b["extra_info"] for b in run.named("bench_graph_round")]
+    if not rounds:
+        raise MissingResults(f"{run.path}: no bench_graph_round results")
+    out = [run.measured_line(), "",
+           "One verify round (k drafts, k + 1 rows), host against graph, medians of 12 pairs "
+           "alternating in one run: the whole round (decode to tokens in Python) and, in "
+           "brackets, what follows the decode call (the host's verify pass over llama.cpp's "
+           "rows; the graph's read of one token per row):", ""]
+    table = []
+    for e in sorted(rounds, key=lambda e: (e["model"], e["params"], e["k"])):
+        table.append((GRAPH_MODELS.get(e["model"], e["model"]), e["params"], str(e["k"]),
+                      f"{e['host_round_ms']:.1f} ms ({e['host_after_decode_ms']:.2f})",
+                      f"{e['graph_round_ms']:.1f} ms ({e['graph_after_decode_ms']:.2f})",
+                      f"{e['round_ratio']:.3f}x"))
+    out += _table(("model", "sampling", "k", "host round", "graph round", "graph / host"), table)
+    generation = [b["extra_info"] for b in run.named("bench_graph_generation")]
+    if generation:
+        out += ["", "Whole generations with prompt lookup (a base model continuing a file that "
+                "repeats an earlier one, 128 tokens, medians of 3 alternating rounds after a "
+                "warm-up), generation tokens/s after the first token:", ""]
+        out += _table(("model", "sampling", "host tok/s", "graph tok/s", "graph / host"), [
+            (GRAPH_MODELS.get(e["model"], e["model"]), e["params"], f"{e['host_tok_s']:.1f}",
+             f"{e['graph_tok_s']:.1f}", f"{e['ratio']:.3f}x")
+            for e in sorted(generation, key=lambda e: (e["model"], e["params"]))])
+    plain = [b["extra_info"] for b in run.named("bench_graph_plain_path")]
+    if plain:
+        out += ["", "The loop without drafts (`draft_max=0`: one token per decode) against "
+                "llama.cpp's own `llama-bench` built from the same sources with the same flags "
+                "(2 threads, 128 tokens, medians of 3 alternating rounds):", ""]
+        out += _table(("model", "llama-bench tok/s", "host path", "graph path"), [
+            (GRAPH_MODELS.get(e["model"], e["model"]), f"{e['llama_bench_tok_s']:.1f}",
+             f"{e['host_tok_s']:.1f} ({e['host_tok_s'] / e['llama_bench_tok_s']:.3f}x)",
+             f"{e['graph_tok_s']:.1f} ({e['graph_tok_s'] / e['llama_bench_tok_s']:.3f}x)")
+            for e in sorted(plain, key=lambda e: e["model"])])
+    return out
+
+
 SECTIONS = {
     "verify-table": (("verify-all", "verify"), verify_table),
     "server-table": (("server",), server_table),
@@ -305,4 +348,5 @@ SECTIONS = {
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
     "grammar-table": (("grammar",), grammar_table),
+    "graph-table": (("graph",), graph_table),
 }

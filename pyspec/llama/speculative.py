@@ -112,9 +112,16 @@ class Speculation:
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
                              f"draft_max={draft_max}")
+        # "auto" samples in the graph where that saves a device-to-host copy of the rows: on a
+        # model whose output layer runs on a GPU. On the CPU the rows are in host memory
+        # already, and the host path measured faster (README: In-graph sampling).
+        auto_host = "" if sampling != "auto" or model_output_on_gpu(llama) else (
+            "the model runs on the CPU, where the host path reads llama.cpp's rows in place "
+            "and measured faster (sampling='graph' forces the graph)")
         # Why no request can be sampled in the graph with this context ('' when they can):
         # checked before anything is allocated.
-        graph_unavailable = "" if sampling == "host" else self._graph_context_reason(llama, draft_max + 1)
+        graph_unavailable = ("" if sampling == "host" or auto_host
+                             else self._graph_context_reason(llama, draft_max + 1))
         if sampling == "graph" and graph_unavailable:
             raise GraphSamplerUnavailable(f"sampling='graph': {graph_unavailable}")
         if llama.n_ctx() <= draft_max + 1:
@@ -155,6 +162,7 @@ class Speculation:
         self._graph: Optional[GraphSampler] = None  # attached for the request under way
         self._first_output = 0  # batch index of the last decode's first output row
         self.graph_unavailable = graph_unavailable
+        self._auto_host = auto_host
 
     @staticmethod
     def _graph_context_reason(llama: llama_cpp.Llama, rows: int) -> str:
@@ -177,6 +185,8 @@ class Speculation:
             return "sampling='host'"
         if self.graph_unavailable:
             return self.graph_unavailable
+        if self._auto_host:
+            return self._auto_host
         if constraints is not None:
             return "grammars and logits processors (they read and change each row)"
         if logit_rows:
@@ -625,12 +635,13 @@ class SpeculativeLlama(llama_cpp.Llama):
     ``LlamaDraftModel`` (also accepted as ``draft_model=``), or a pyspec ``Drafter``.
     ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
     unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
-    token's probability falls below it. ``sampling``: ``"auto"`` (default) samples the verify
-    rows inside llama.cpp's graph where the request allows (point-mass drafts or greedy, no
-    penalties, grammar, logprobs or stopping_criteria) and on the host otherwise, saying why
-    once in the log; ``"graph"`` insists (a request it cannot serve raises
-    ``InvalidRequestError``); ``"host"`` always copies the rows out and verifies them with
-    libpyspec. Other keyword arguments go to ``llama_cpp.Llama``.
+    token's probability falls below it. ``sampling``: ``"graph"`` samples the verify rows
+    inside llama.cpp's graph (point-mass drafts or greedy; no grammar, logits processors,
+    logprobs or stopping_criteria: such a request raises ``InvalidRequestError``); ``"host"``
+    has llama.cpp copy the rows out and verifies them with libpyspec; ``"auto"`` (default)
+    uses the graph when the model's logits are computed on a GPU and the request allows, the
+    host otherwise, saying why once in the log. Other keyword arguments go to
+    ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
@@ -678,6 +689,15 @@ class SpeculativeLlama(llama_cpp.Llama):
         # Every public method of Llama that reaches the freed model or context now raises.
         for name in _MODEL_METHODS:
             setattr(self, name, functools.partial(_raise_closed, name))
+
+
+def model_output_on_gpu(llama: llama_cpp.Llama) -> bool:
+    """Whether llama.cpp computes this model's logits on a GPU: a build that can offload, and
+    n_gpu_layers above the layer count (llama.cpp offloads the output layer last)."""
+    if not llama_cpp.llama_supports_gpu_offload():
+        return False
+    n_gpu_layers = int(llama.model_params.n_gpu_layers)
+    return n_gpu_layers < 0 or n_gpu_layers > int(llama_cpp.llama_model_n_layer(llama.model))
 
 
 _CONTEXT_PARAMS_LOCK = threading.Lock()
