@@ -183,4 +183,4 @@ def describe(obj, name: str) -> DeviceArray:
                 raise
     if hasattr(obj, "__dlpack__") and is_device_array(obj):
         return _from_dlpack(obj, name)
-    raise PyspecError(f"{name} is not a CUDA device array ({type(obj).__name__})", Status.DTYPE)
+    raise PyspecError(f"{name} is not a CUDA device array ({type(obj).__name__})", Status.CUDA)

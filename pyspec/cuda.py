@@ -201,9 +201,11 @@ def _same_device(a: dev.DeviceArray, device, name: str) -> None:
 
 
 def _host_array_error(name: str, device) -> PyspecError:
+    # The same status as arrays on two devices (_same_device): the element type is fine, the
+    # memory is not where the call runs.
     return PyspecError(f"{name} is a host array but target_logits is on CUDA device {device}: "
                        f"pass {name} on the same device (only token lists may be host data)",
-                       Status.DTYPE)
+                       Status.CUDA)
 
 
 def _logits(obj, name: str, n_rows: int):
@@ -291,7 +293,7 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None) -> 
         name = f"requests[{i}].target_logits" if n_seqs > 1 else "target_logits"
         if not dev.is_device_array(req.target_logits):
             raise PyspecError(f"{name} is a host array but requests[0].target_logits is on a "
-                              "CUDA device; a call's logits must all be on one device", Status.DTYPE)
+                              "CUDA device; a call's logits must all be on one device", Status.CUDA)
         draft = req.draft_tokens
         n_draft = dev.describe(draft, "draft_tokens").shape[0] if dev.is_device_array(draft) else len(draft)
         a, code, row_stride, v = _logits(req.target_logits, name, n_draft + 1)

@@ -27,6 +27,11 @@ from .llama_build import LLAMA_CPP_PYTHON_VERSION
 from .models import cache_dir
 
 LIBRARY_ENV = "PYSPEC_LLAMA_GRAPH_LIBRARY"  # a prebuilt libpyspec_llama (tests, CI, devices)
+# PYSPEC_GRAPH_SANITIZE=1: build it with AddressSanitizer + UndefinedBehaviorSanitizer (CI;
+# the process must then start with libasan preloaded).
+SANITIZE_ENV = "PYSPEC_GRAPH_SANITIZE"
+_SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                   "-fno-omit-frame-pointer", "-g"]
 _HERE = Path(__file__).resolve().parent
 # pyspec.h, philox.h and hostdevice.h with graph_sampler.c: beside the package in a wheel
 # (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
@@ -74,8 +79,8 @@ def _llama_install() -> tuple:
     return version, includes[0], lib_dir
 
 
-def _key(sources: Path, include: Path, lib_dir: Path) -> str:
-    digest = hashlib.sha256()
+def _key(sources: Path, include: Path, lib_dir: Path, flags: list) -> str:
+    digest = hashlib.sha256(" ".join(flags).encode())
     for path in [*(sources / s for s in _SOURCES), *(include / h for h in _LLAMA_HEADERS)]:
         digest.update(path.read_bytes())
     for name in ("libllama.so", "libggml-base.so", "libggml-cpu.so"):
@@ -102,7 +107,8 @@ def build_graph_library(*, quiet: bool = False) -> Path:
         return Path(override)
     version, include, lib_dir = _llama_install()
     sources = _source_dir()
-    out_dir = cache_dir() / "llama-graph" / f"{version}-{_key(sources, include, lib_dir)}"
+    extra = _SANITIZE_FLAGS if os.environ.get(SANITIZE_ENV) == "1" else []
+    out_dir = cache_dir() / "llama-graph" / f"{version}-{_key(sources, include, lib_dir, extra)}"
     library = out_dir / "libpyspec_llama.so"
     if library.is_file():
         return library
@@ -113,7 +119,7 @@ def build_graph_library(*, quiet: bool = False) -> Path:
     partial = out_dir / f"libpyspec_llama.so.{os.getpid()}.tmp"
     cmd = [_compiler(), "-O2", "-std=c11", "-fPIC", "-shared", "-fvisibility=hidden",
            "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter",
-           "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
+           *extra, "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
            f"-I{sources}", f"-I{include}", *(str(sources / c) for c in _C_FILES),
            f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", "-lggml-cpu", f"-Wl,-rpath,{lib_dir}", "-lm",
            "-o", str(partial)]

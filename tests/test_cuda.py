@@ -188,6 +188,26 @@ def test_arrays_on_another_device_are_a_cuda_error_not_a_dtype_error():
     assert info.value.status == Status.CUDA
     pyspec.cuda._same_device(a, 1, "x")
     pyspec.cuda._same_device(a, None, "x")
+
+
+def test_host_arrays_in_a_device_call_are_a_cuda_error_not_a_dtype_error():
+    V = 10
+    logits = FakeCAI((3, V), device=0)
+    calls = [
+        ("draft_probs is a host array", lambda: pyspec.verify(
+            logits, [1, 2], np.full((2, V), 0.1, np.float32))),
+        ("draft_probs.tokens is a host array", lambda: pyspec.verify(
+            logits, [1, 2], SparseDraftProbs(np.zeros((2, 2), np.int32), FakeCAI((2, 2))))),
+        ("requests\\[1\\].target_logits is a host array", lambda: pyspec.verify_batch(
+            [VerifyRequest(logits, [1, 2]), VerifyRequest(np.zeros((3, V), np.float32), [1, 2])])),
+    ]
+    for match, call in calls:
+        with pytest.raises(PyspecError, match=match) as info:
+            call()
+        assert info.value.status == Status.CUDA, match
+    with pytest.raises(PyspecError, match="is not a CUDA device array") as info:
+        dev.describe(object(), "x")
+    assert info.value.status == Status.CUDA
     pyspec.cuda._same_device(dev.describe(FakeCAI((2, V)), "y"), 0, "y")
 
 

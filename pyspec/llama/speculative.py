@@ -46,8 +46,8 @@ log = logging.getLogger("pyspec")
 
 # Where verify rows are sampled: "graph" inside llama.cpp's graph (libpyspec_llama; only
 # tokens reach the host), "host" by libpyspec over llama.cpp's logits buffer, "auto" in the
-# graph when the request and the context allow it, on the host otherwise (said once per
-# reason in the log).
+# graph when the model's logits are computed on a GPU and the request allows it, on the host
+# otherwise (said once per reason in the log).
 SAMPLING_MODES = ("auto", "graph", "host")
 
 
@@ -289,11 +289,10 @@ class Speculation:
         llama = self.llama
         n_past = llama.n_tokens
         self._first_output = len(batch) - n_outputs
-        if self._graph is not None:  # output row j decides the token at n_past + first + j + 1
-            self._graph.set_position(n_past + self._first_output + 1)
         if self._graph is None:
             addr = self.decoder.decode(batch, n_past, n_outputs)
-        else:
+        else:  # output row j decides the token at n_past + first + j + 1
+            self._graph.set_position(n_past + self._first_output + 1)
             self.decoder.decode_sampled(batch, n_past, n_outputs)
             addr = 0  # no host rows: the sampler holds the tokens
         llama.input_ids[n_past: n_past + len(batch)] = batch
