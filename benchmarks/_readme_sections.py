@@ -341,6 +341,27 @@ def graph_table(run: Run) -> list:
     return out
 
 
+# --- records from outside pytest-benchmark (_take_records.py) -----------------------------
+
+def llama_build(run: Run) -> list:
+    d = run.data
+    minutes, seconds = divmod(round(d["seconds"]), 60)
+    return [run.measured_line(), "",
+            f"`pyspec install-llama` built llama-cpp-python {d['version']} from an empty cache in "
+            f"{minutes} min {seconds} s ({len(d['cmake_args'])} CMake flags; a second run with "
+            "the same flags reuses the wheel)."]
+
+
+def test_run(run: Run) -> list:
+    counts = run.data["counts"]
+    parts = [f"{counts[k]} {k}" for k in ("passed", "skipped", "failed", "errors", "error")
+             if counts.get(k)]
+    return [run.measured_line(), "",
+            f"The whole suite (`cd tests && python3 -m pytest -q`): {', '.join(parts)} in "
+            f"{run.data['seconds'] / 60:.0f} minutes. Without a GPU the CUDA tests skip, and so "
+            "does the build-flag check that only `.ci/run` can make."]
+
+
 SECTIONS = {
     "verify-table": (("verify-all", "verify"), verify_table),
     "server-table": (("server",), server_table),
@@ -349,4 +370,6 @@ SECTIONS = {
     "generation-table": (("generation",), generation),
     "grammar-table": (("grammar",), grammar_table),
     "graph-table": (("graph",), graph_table),
+    "llama-build": (("llama-build",), llama_build),
+    "test-run": (("test-run",), test_run),
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_json import (REPO, RESULTS_DIR, MissingResults, load_first,  # noqa: E402
                          not_measured, stripped)
 from _readme_sections import SECTIONS  # noqa: E402
+from _take_records import llama_build_record, suite_run_record  # noqa: E402
 
 MARKER = re.compile(r"^<!-- generated:([\w-]+) (begin|end) -->$", re.M)
 
@@ -83,6 +85,12 @@ def main(argv=None) -> int:
                         help="change nothing; exit 1 (with a diff) if the README is not what this writes")
     parser.add_argument("--take", metavar="DIR", type=Path,
                         help="first copy DIR/<suite>.json (pyspec bench --out DIR) into the results")
+    parser.add_argument("--take-build", action="store_true",
+                        help="first record the newest `pyspec install-llama` build (its time) "
+                             "from ~/.cache/pyspec as llama-build.json")
+    parser.add_argument("--take-test-log", metavar="LOG", type=Path,
+                        help="first record the test suite's counts and time from the log of a "
+                             "whole run (`cd tests && python3 -m pytest -q > LOG`) as test-run.json")
     parser.add_argument("--readme", type=Path, default=REPO / "README.md")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the JSON files' directory")
     args = parser.parse_args(argv)
@@ -91,6 +99,18 @@ def main(argv=None) -> int:
             parser.error("--take changes the results; it cannot go with --check")
         print(f"readme_tables: took {', '.join(take(args.take, args.results)) or 'nothing'} "
               f"from {args.take}")
+    if (args.take_build or args.take_test_log) and args.check:
+        parser.error("--take-build and --take-test-log change the results; they cannot go with --check")
+    records = []
+    if args.take_build:
+        cache = Path(os.environ.get("PYSPEC_CACHE") or Path.home() / ".cache" / "pyspec")
+        records.append(("llama-build", llama_build_record(cache)))
+    if args.take_test_log:
+        records.append(("test-run", suite_run_record(args.take_test_log)))
+    for name, data in records:
+        args.results.mkdir(parents=True, exist_ok=True)
+        (args.results / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+        print(f"readme_tables: recorded {name}.json")
     current = args.readme.read_text()
     wanted = render(current, args.results)
     if args.check:

@@ -228,9 +228,14 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
     wheel = _find_wheel(out_dir)
     if wheel is None:
         raise LlamaBuildError(f"pip reported success but left no wheel in {out_dir}")
+    from .machine import machine_info, now_iso
+
+    # datetime and machine_info: benchmarks/readme_tables.py --take-build shows the build
+    # time in the README with when and where it was measured.
     (out_dir / "build.json").write_text(json.dumps(
         {"cmake_args": cmake_args, "version": LLAMA_CPP_PYTHON_VERSION,
-         "seconds": round(time.monotonic() - start, 1)}, indent=1))
+         "seconds": round(time.monotonic() - start, 1), "datetime": now_iso(),
+         "machine_info": machine_info()}, indent=1))
     _log(f"built {wheel.name} in {time.monotonic() - start:.0f} s")
     return wheel
 

@@ -33,11 +33,14 @@ SANITIZE_ENV = "PYSPEC_GRAPH_SANITIZE"
 _SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                    "-fno-omit-frame-pointer", "-g"]
 _HERE = Path(__file__).resolve().parent
-# pyspec.h, philox.h and hostdevice.h with graph_sampler.c: beside the package in a wheel
+# The C sources and the headers they include: beside the package in a wheel
 # (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
 _SOURCE_DIRS = (_HERE / "_csrc", _HERE.parent / "csrc")
-_C_FILES = ("llama/graph_sampler.c", "llama/graph_ops.c", "llama/graph_state.c", "llama/graph_host.c")
-_SOURCES = (*_C_FILES, "llama/graph_internal.h", "pyspec.h", "philox.h", "hostdevice.h")
+# errors.c and penalties.c: libpyspec's messages and parameter checks, shared, not copied.
+_C_FILES = ("llama/graph_sampler.c", "llama/graph_ops.c", "llama/graph_state.c", "llama/graph_host.c",
+            "errors.c", "penalties.c")
+_SOURCES = (*_C_FILES, "llama/graph_internal.h", "internal.h", "rules.h", "pyspec.h", "philox.h",
+            "hostdevice.h")
 _LLAMA_HEADERS = ("llama.h", "ggml.h", "ggml-backend.h", "ggml-cpu.h")
 
 
@@ -121,7 +124,7 @@ def build_graph_library(*, quiet: bool = False) -> Path:
            "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter",
            *extra, "-DPYSPEC_SHARED", "-DPYSPEC_BUILD", f'-DPYSPEC_LLAMA_VERSION="{version}"',
            f"-I{sources}", f"-I{include}", *(str(sources / c) for c in _C_FILES),
-           f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", "-lggml-cpu", f"-Wl,-rpath,{lib_dir}", "-lm",
+           f"-L{lib_dir}", "-lllama", "-lggml-base", "-lggml", "-lggml-cpu", f"-Wl,-rpath,{lib_dir}", "-lm", "-Wl,--no-undefined",
            "-o", str(partial)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

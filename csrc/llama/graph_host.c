@@ -8,20 +8,21 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "graph_internal.h"
+#include "internal.h"
 
 pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
                                        const pyspec_sampling_params *params,
                                        const int32_t *history, int64_t n_history,
                                        const int64_t *positions, int64_t n_draws,
                                        int32_t n_threads, int32_t *out_tokens, pyspec_error *err) {
-    if (!logits || !positions || !out_tokens) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "logits, positions and out_tokens must not be NULL");
+    if (!logits || !positions || !out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "logits, positions and out_tokens must not be NULL");
     if (n_vocab < 1 || n_vocab > (1 << 24))
-        return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^24], got %lld", (long long)n_vocab);
-    if (n_draws < 0 || n_threads < 1) return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "need n_draws >= 0 and n_threads >= 1");
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^24], got %lld", (long long)n_vocab);
+    if (n_draws < 0 || n_threads < 1) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "need n_draws >= 0 and n_threads >= 1");
     pyspec_status status = pyspec_graph_check_params(params, err);
     if (status != PYSPEC_OK) return status;
     graph_state *st = pyspec_graph_new_state(params, n_vocab);
-    if (!st) return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "out of memory");
+    if (!st) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "out of memory");
     status = pyspec_graph_set_windows(st, history, n_history, NULL, 1, err);
     if (status != PYSPEC_OK) {
         pyspec_graph_free_state(st);
@@ -36,13 +37,13 @@ pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
     st->rows = NULL; /* points at `in` below; never freed */
     for (int64_t d = 0; d < n_draws && status == PYSPEC_OK; ++d) {
         if (positions[d] < 0) {
-            status = pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "positions[%lld] is negative", (long long)d);
+            status = pyspec_fail(err, PYSPEC_ERR_SHAPE, "positions[%lld] is negative", (long long)d);
             break;
         }
         struct ggml_init_params ip = {mem, NULL, false};
         struct ggml_context *ctx = ggml_init(ip);
         if (!ctx) {
-            status = pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a ggml context of %zu bytes", mem);
+            status = pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a ggml context of %zu bytes", mem);
             break;
         }
         struct ggml_tensor *row = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_vocab);
@@ -62,11 +63,11 @@ pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
         const int32_t t = *(const int32_t *)token->data;
         ggml_free(ctx);
         if (gs != GGML_STATUS_SUCCESS)
-            status = pyspec_graph_fail(err, PYSPEC_ERR_LLAMA, "ggml could not compute the row (status %d)", (int)gs);
+            status = pyspec_fail(err, PYSPEC_ERR_LLAMA, "ggml could not compute the row (status %d)", (int)gs);
         else if (!(finite == 0.0f))
-            status = pyspec_graph_fail(err, PYSPEC_ERR_LOGITS, "logits hold NaN or +-inf");
+            status = pyspec_fail(err, PYSPEC_ERR_LOGITS, "logits hold NaN or +-inf");
         else if (t < 0 || t >= n_vocab)
-            status = pyspec_graph_fail(err, PYSPEC_ERR_LLAMA, "the graph drew token %d outside [0, %lld)", t, (long long)n_vocab);
+            status = pyspec_fail(err, PYSPEC_ERR_LLAMA, "the graph drew token %d outside [0, %lld)", t, (long long)n_vocab);
         else
             out_tokens[d] = t;
     }

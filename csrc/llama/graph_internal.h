@@ -66,7 +66,6 @@ struct ggml_tensor *pyspec_graph_finite_check(struct ggml_context *ctx, struct g
 
 /* ---- graph_state.c: parameters, penalty windows, inputs ---- */
 
-pyspec_status pyspec_graph_fail(pyspec_error *err, pyspec_status status, const char *fmt, ...);
 pyspec_status pyspec_graph_check_params(const pyspec_sampling_params *p, pyspec_error *err);
 graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab);
 void pyspec_graph_free_state(graph_state *st);

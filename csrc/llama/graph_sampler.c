@@ -34,6 +34,7 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "graph_internal.h"
+#include "internal.h"
 #include "llama.h"
 
 #ifndef PYSPEC_LLAMA_VERSION
@@ -152,12 +153,12 @@ const char *pyspec_graph_llama_version(void) { return PYSPEC_LLAMA_VERSION; }
 pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
                                           const pyspec_sampling_params *params,
                                           pyspec_graph_sampler **out, pyspec_error *err) {
-    if (!llama_context) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "llama_context is NULL");
-    if (!out) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "out is NULL");
+    if (!llama_context) return pyspec_fail(err, PYSPEC_ERR_NULL, "llama_context is NULL");
+    if (!out) return pyspec_fail(err, PYSPEC_ERR_NULL, "out is NULL");
     *out = NULL;
     pyspec_status st = pyspec_graph_check_params(params, err);
     if (st != PYSPEC_OK) return st;
-    if (seq_id < 0) return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "seq_id must be >= 0, got %d", seq_id);
+    if (seq_id < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "seq_id must be >= 0, got %d", seq_id);
 
     struct llama_context *lctx = (struct llama_context *)llama_context;
     const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(lctx)));
@@ -166,7 +167,7 @@ pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
     if (!g || !state) {
         free(g);
         pyspec_graph_free_state(state);
-        return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "out of memory for the in-graph sampler");
+        return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "out of memory for the in-graph sampler");
     }
 
     struct llama_sampler *inner = llama_sampler_init(&graph_iface, state);
@@ -176,7 +177,7 @@ pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
         else pyspec_graph_free_state(state);
         if (chain) llama_sampler_free(chain);
         free(g);
-        return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "llama.cpp could not create the sampler chain");
+        return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "llama.cpp could not create the sampler chain");
     }
     llama_sampler_chain_add(chain, inner); /* the chain owns inner (and state) from here */
     g->ctx = lctx;
@@ -190,7 +191,7 @@ pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
         llama_set_sampler(g->ctx, seq_id, NULL);
         llama_sampler_free(chain);
         free(g);
-        return pyspec_graph_fail(err, PYSPEC_ERR_LLAMA,
+        return pyspec_fail(err, PYSPEC_ERR_LLAMA,
                     initialised ? "the device that runs this model lacks a ggml op the in-graph sampler needs"
                                 : "llama.cpp did not initialise the in-graph sampler (backend sampling off for this context)");
     }
@@ -200,8 +201,8 @@ pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
 
 pyspec_status pyspec_graph_sampler_set_position(pyspec_graph_sampler *g, int64_t position,
                                                 pyspec_error *err) {
-    if (!g) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
-    if (position < 0) return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "position must be >= 0, got %lld", (long long)position);
+    if (!g) return pyspec_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
+    if (position < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "position must be >= 0, got %lld", (long long)position);
     g->state->position = position;
     return PYSPEC_OK;
 }
@@ -209,38 +210,38 @@ pyspec_status pyspec_graph_sampler_set_position(pyspec_graph_sampler *g, int64_t
 pyspec_status pyspec_graph_sampler_set_history(pyspec_graph_sampler *g, const int32_t *history,
                                                int64_t n_history, const int32_t *drafts,
                                                int32_t n_rows, pyspec_error *err) {
-    if (!g) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
+    if (!g) return pyspec_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
     return pyspec_graph_set_windows(g->state, history, n_history, drafts, n_rows, err);
 }
 
 pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *g, int32_t first_output,
                                         int32_t n_rows, int32_t *out_tokens, pyspec_error *err) {
-    if (!g) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
-    if (!out_tokens) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "out_tokens is NULL");
+    if (!g) return pyspec_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
+    if (!out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "out_tokens is NULL");
     if (first_output < 0 || n_rows < 1)
-        return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "need first_output >= 0 and n_rows >= 1, got %d and %d",
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "need first_output >= 0 and n_rows >= 1, got %d and %d",
                     first_output, n_rows);
     const graph_state *st = g->state;
     if (st->host_apply_called)
-        return pyspec_graph_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp sampled on the host with the in-graph sampler");
+        return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp sampled on the host with the in-graph sampler");
     if (st->overflow)
-        return pyspec_graph_fail(err, PYSPEC_ERR_CAPACITY, "the graph held more rows than the sampler has inputs for (%d)",
+        return pyspec_fail(err, PYSPEC_ERR_CAPACITY, "the graph held more rows than the sampler has inputs for (%d)",
                     st->capacity);
     if (st->missing_window)
-        return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "a row was decoded without its penalty window "
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "a row was decoded without its penalty window "
                                            "(pyspec_graph_sampler_set_history before each decode)");
     const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(g->ctx)));
     for (int32_t i = 0; i < n_rows; ++i) {
         const int32_t row = first_output + i;
         const llama_token token = llama_get_sampled_token_ith(g->ctx, row);
         if (token == LLAMA_TOKEN_NULL || token < 0 || token >= n_vocab)
-            return pyspec_graph_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp has no in-graph sample for output %d (got %d)", row,
+            return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp has no in-graph sample for output %d (got %d)", row,
                         token);
         const float *check = llama_get_sampled_probs_ith(g->ctx, row);
         if (!check || llama_get_sampled_probs_count_ith(g->ctx, row) != 1)
-            return pyspec_graph_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp kept no logits check for output %d", row);
+            return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp kept no logits check for output %d", row);
         if (!(check[0] == 0.0f))
-            return pyspec_graph_fail(err, PYSPEC_ERR_LOGITS,
+            return pyspec_fail(err, PYSPEC_ERR_LOGITS,
                         "target_logits row %d holds NaN or +-inf (found in the graph; the row never left the device)",
                         i);
         out_tokens[i] = token;

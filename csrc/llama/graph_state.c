@@ -11,18 +11,8 @@
 
 #include "ggml-backend.h"
 #include "graph_internal.h"
+#include "internal.h"
 #include "philox.h"
-
-pyspec_status pyspec_graph_fail(pyspec_error *err, pyspec_status status, const char *fmt, ...) {
-    if (err) {
-        err->status = status;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 void pyspec_graph_free_state(graph_state *st) {
     if (!st) return;
@@ -33,33 +23,16 @@ void pyspec_graph_free_state(graph_state *st) {
     free(st);
 }
 
-static int penalties_on(const pyspec_sampling_params *p) {
-    return p->penalty_last_n != 0 &&
-           (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
-}
-
+/* libpyspec's own checks (errors.c, compiled into this library too), and what the graph
+ * adds: a penalty window of fixed size (its inputs are shaped by it). */
 pyspec_status pyspec_graph_check_params(const pyspec_sampling_params *p, pyspec_error *err) {
-    if (!p) return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "params is NULL");
-    if (!isfinite(p->temperature))
-        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.temperature must be finite (<= 0 means greedy), got %g",
-                    (double)p->temperature);
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.top_p must be in (0, 1] (1 turns top-p off), got %g",
-                    (double)p->top_p);
-    if (isnan(p->min_p) || p->min_p > 1.0f)
-        return pyspec_graph_fail(err, PYSPEC_ERR_PARAM, "params.min_p must be <= 1 (<= 0 turns min-p off), got %g",
-                    (double)p->min_p);
-    if (penalties_on(p)) {
-        if (p->penalty_last_n < 0 || p->penalty_last_n > PYSPEC_MAX_PENALTY_WINDOW)
-            return pyspec_graph_fail(err, PYSPEC_ERR_PARAM,
-                        "params.penalty_last_n must be in [0, %d] in the graph (a window of fixed size), got %d",
-                        (int)PYSPEC_MAX_PENALTY_WINDOW, p->penalty_last_n);
-        if (!(p->penalty_repeat >= 1.0f / PYSPEC_MAX_PENALTY && p->penalty_repeat <= PYSPEC_MAX_PENALTY) ||
-            !(fabsf(p->penalty_freq) <= PYSPEC_MAX_PENALTY) || !(fabsf(p->penalty_present) <= PYSPEC_MAX_PENALTY))
-            return pyspec_graph_fail(err, PYSPEC_ERR_PARAM,
-                        "params: penalty_repeat must be in [1e-6, 1e6] and |penalty_freq|, |penalty_present| <= 1e6");
-    }
-    return PYSPEC_OK;
+    pyspec_status st = pyspec_check_params(p, "params", err);
+    if (st == PYSPEC_OK) st = pyspec_check_penalty_values(p, 0, "params", err);
+    if (st == PYSPEC_OK && pyspec_penalties_on(p) && p->penalty_last_n < 0)
+        st = pyspec_fail(err, PYSPEC_ERR_PARAM,
+                         "params.penalty_last_n must be in [0, %d] in the graph (a window of fixed size), got %d",
+                         (int)PYSPEC_MAX_PENALTY_WINDOW, p->penalty_last_n);
+    return st;
 }
 
 /* The state of one sampler for params (checked). */
@@ -70,7 +43,7 @@ graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_
     st->params.penalty_history = NULL;
     st->params.n_penalty_history = 0;
     st->greedy = params->temperature <= 0.0f;
-    st->penalties = penalties_on(params);
+    st->penalties = pyspec_penalties_on(params);
     st->window = st->penalties ? params->penalty_last_n : 0;
     st->n_vocab = n_vocab;
     st->log_min_p = params->min_p > 0.0f ? logf(params->min_p) : -INFINITY;
@@ -109,13 +82,13 @@ static void prepare_window(graph_state *st, int32_t r, const int32_t *history, i
 pyspec_status pyspec_graph_set_windows(graph_state *st, const int32_t *history, int64_t n_history,
                                  const int32_t *drafts, int32_t n_rows, pyspec_error *err) {
     if (!st->penalties) return PYSPEC_OK;
-    if (n_history < 0 || n_rows < 1) return pyspec_graph_fail(err, PYSPEC_ERR_SHAPE, "need n_history >= 0 and rows >= 1");
+    if (n_history < 0 || n_rows < 1) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "need n_history >= 0 and rows >= 1");
     if ((n_history && !history) || (n_rows > 1 && !drafts))
-        return pyspec_graph_fail(err, PYSPEC_ERR_NULL, "history and drafts must not be NULL when not empty");
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "history and drafts must not be NULL when not empty");
     for (int64_t i = 0; i < n_history + n_rows - 1; ++i) {
         const int32_t t = i < n_history ? history[i] : drafts[i - n_history];
         if (t < 0 || t >= st->n_vocab)
-            return pyspec_graph_fail(err, PYSPEC_ERR_TOKEN, "%s[%lld] = %d is outside [0, %lld)", i < n_history ? "history" : "drafts",
+            return pyspec_fail(err, PYSPEC_ERR_TOKEN, "%s[%lld] = %d is outside [0, %lld)", i < n_history ? "history" : "drafts",
                         (long long)(i < n_history ? i : i - n_history), t, (long long)st->n_vocab);
     }
     if (n_rows > st->windows_capacity) {
@@ -126,11 +99,11 @@ pyspec_status pyspec_graph_set_windows(graph_state *st, const int32_t *history, 
         if (counts) st->window_counts = counts;
         int32_t *distinct = realloc(st->n_distinct, (size_t)n_rows * sizeof *distinct);
         if (distinct) st->n_distinct = distinct;
-        if (!tokens || !counts || !distinct) return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for penalty windows");
+        if (!tokens || !counts || !distinct) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for penalty windows");
         st->windows_capacity = n_rows;
     }
     int32_t *scratch = malloc((size_t)st->window * sizeof *scratch);
-    if (!scratch) return pyspec_graph_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a penalty window");
+    if (!scratch) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for a penalty window");
     for (int32_t r = 0; r < n_rows; ++r) prepare_window(st, r, history, n_history, drafts, scratch);
     free(scratch);
     st->n_windows = n_rows;
