@@ -206,6 +206,12 @@ def declined_draft_hint(spec, stats) -> str:
 def run(target: str, draft, args, default_prompt: str) -> int:
     from .llama_guard import check_llama_build
 
+    shaped = any(getattr(args, name, None) for name in ("grammar", "json_schema", "json"))
+    if getattr(args, "sampling", "auto") == "graph" and shaped:
+        # Known before any model loads: a grammar reads and masks every row on the host.
+        raise UsageError("--sampling graph cannot serve --grammar, --json-schema or --json "
+                         "(a grammar masks each verify row on the host); use --sampling auto")
+
     check_llama_build()  # before anything loads: an AMX build would crash on this CPU
     import llama_cpp
 

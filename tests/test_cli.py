@@ -121,3 +121,18 @@ def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
     assert "Traceback" not in refused.stderr
     missing = _run("generate", "-m", gemma_path, "--json-schema", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_generate_sampling_choices(gemma_path):
+    """--sampling graph samples in llama.cpp's graph and says so; with a grammar it is a usage
+    error found before the model loads."""
+    out = _run("generate", "-m", gemma_path, "-n", "12", "--temp", "0", "-t", "2",
+               "--sampling", "graph", "-p", "The sea is")
+    assert out.returncode == 0, out.stderr
+    assert "sampling graph" in out.stderr
+    refused = _run("generate", "-m", gemma_path, "-n", "4", "--sampling", "graph", "--json",
+                   "-p", "Give JSON.")
+    assert refused.returncode == 2 and "--sampling graph cannot serve" in refused.stderr
+    assert "loading" not in refused.stderr  # refused before the model loads
+    bad = _run("generate", "-m", gemma_path, "-n", "4", "--sampling", "gpu")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
