@@ -40,11 +40,12 @@ typedef struct graph_state {
     int32_t supported;         /* backend_init: the device runs every op */
     int32_t initialised;
     int32_t host_apply_called; /* llama.cpp asked for a host-side sample: never expected */
-    /* The penalty windows of the next decode's rows (pyspec_graph_sampler_set_history):
-     * row r's distinct tokens and counts at [r * window ...), n_distinct[r] of them. */
-    int32_t *window_tokens;
-    float *window_counts;
-    int32_t *n_distinct;
+    /* The penalty windows of the next decode's rows (pyspec_graph_sampler_set_history), as
+     * the row inputs take them: row r at [r * window ...), its distinct tokens first, then
+     * pads that read token 0, write past the row's end (n_vocab + j) and count 0. */
+    int32_t *window_read;
+    int64_t *window_write;
+    float *window_count;
     int32_t n_windows;         /* rows prepared; a row past them reads as an error */
     int32_t windows_capacity;
     int32_t missing_window;    /* set_input found a row without its window */

@@ -230,11 +230,10 @@ pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *g, int32_t first_o
     if (st->missing_window)
         return pyspec_fail(err, PYSPEC_ERR_SHAPE, "a row was decoded without its penalty window "
                                            "(pyspec_graph_sampler_set_history before each decode)");
-    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(g->ctx)));
     for (int32_t i = 0; i < n_rows; ++i) {
         const int32_t row = first_output + i;
         const llama_token token = llama_get_sampled_token_ith(g->ctx, row);
-        if (token == LLAMA_TOKEN_NULL || token < 0 || token >= n_vocab)
+        if (token == LLAMA_TOKEN_NULL || token < 0 || token >= st->n_vocab)
             return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp has no in-graph sample for output %d (got %d)", row,
                         token);
         const float *check = llama_get_sampled_probs_ith(g->ctx, row);

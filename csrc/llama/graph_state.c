@@ -4,8 +4,6 @@
  * Philox at the rows' positions, the windows).
  */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +15,9 @@
 void pyspec_graph_free_state(graph_state *st) {
     if (!st) return;
     free(st->rows);
-    free(st->window_tokens);
-    free(st->window_counts);
-    free(st->n_distinct);
+    free(st->window_read);
+    free(st->window_write);
+    free(st->window_count);
     free(st);
 }
 
@@ -56,7 +54,7 @@ static int compare_tokens(const void *a, const void *b) {
 }
 
 /* Row r's window: the last `window` tokens of history followed by drafts[0..r), as distinct
- * tokens (ascending) and their counts. */
+ * tokens (ascending) and their counts, then the pads. */
 static void prepare_window(graph_state *st, int32_t r, const int32_t *history, int64_t n_history,
                            const int32_t *drafts, int32_t *scratch) {
     const int64_t w = st->window, total = n_history + r;
@@ -64,18 +62,24 @@ static void prepare_window(graph_state *st, int32_t r, const int32_t *history, i
     int64_t n = 0;
     for (int64_t i = first; i < total; ++i) scratch[n++] = i < n_history ? history[i] : drafts[i - n_history];
     qsort(scratch, (size_t)n, sizeof *scratch, compare_tokens);
-    int32_t *tokens = st->window_tokens + (size_t)r * w;
-    float *counts = st->window_counts + (size_t)r * w;
-    int32_t m = 0;
+    int32_t *read = st->window_read + (size_t)r * w;
+    int64_t *write = st->window_write + (size_t)r * w;
+    float *count = st->window_count + (size_t)r * w;
+    int64_t m = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (m > 0 && tokens[m - 1] == scratch[i]) {
-            counts[m - 1] += 1.0f;
+        if (m > 0 && read[m - 1] == scratch[i]) {
+            count[m - 1] += 1.0f;
         } else {
-            tokens[m] = scratch[i];
-            counts[m++] = 1.0f;
+            read[m] = scratch[i];
+            write[m] = scratch[i];
+            count[m++] = 1.0f;
         }
     }
-    st->n_distinct[r] = m;
+    for (int64_t j = m; j < w; ++j) {
+        read[j] = 0;
+        write[j] = st->n_vocab + j;
+        count[j] = 0.0f;
+    }
 }
 
 /* Windows for rows 0..n_rows-1 (row r: history, then drafts[0..r)). */
@@ -93,13 +97,13 @@ pyspec_status pyspec_graph_set_windows(graph_state *st, const int32_t *history, 
     }
     if (n_rows > st->windows_capacity) {
         const size_t cells = (size_t)n_rows * (size_t)st->window;
-        int32_t *tokens = realloc(st->window_tokens, cells * sizeof *tokens);
-        if (tokens) st->window_tokens = tokens;
-        float *counts = realloc(st->window_counts, cells * sizeof *counts);
-        if (counts) st->window_counts = counts;
-        int32_t *distinct = realloc(st->n_distinct, (size_t)n_rows * sizeof *distinct);
-        if (distinct) st->n_distinct = distinct;
-        if (!tokens || !counts || !distinct) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for penalty windows");
+        int32_t *read = realloc(st->window_read, cells * sizeof *read);
+        if (read) st->window_read = read;
+        int64_t *write = realloc(st->window_write, cells * sizeof *write);
+        if (write) st->window_write = write;
+        float *count = realloc(st->window_count, cells * sizeof *count);
+        if (count) st->window_count = count;
+        if (!read || !write || !count) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "no memory for penalty windows");
         st->windows_capacity = n_rows;
     }
     int32_t *scratch = malloc((size_t)st->window * sizeof *scratch);
@@ -123,33 +127,16 @@ static float uniform_at(const pyspec_sampling_params *p, int64_t position) {
     return u < 1.0f ? u : LARGEST_BELOW_ONE;
 }
 
-/* Row r's penalty inputs from its prepared window; pads read token 0 and write to the
- * scratch rows past n_vocab (one each). */
-static void set_window(graph_state *st, int32_t r, int64_t n_vocab) {
+/* Row r's penalty inputs: its prepared window, and the penalty values. */
+static void set_window(const graph_state *st, int32_t r) {
     const row_inputs *in = &st->rows[r];
-    const int32_t w = st->window, m = st->n_distinct[r];
-    int32_t *read = malloc((size_t)w * sizeof *read);
-    int64_t *write = malloc((size_t)w * sizeof *write);
-    float *count = malloc((size_t)w * sizeof *count);
-    if (!read || !write || !count) {
-        st->missing_window = 1;
-    } else {
-        for (int32_t j = 0; j < w; ++j) {
-            const int real = j < m;
-            read[j] = real ? st->window_tokens[(size_t)r * w + j] : 0;
-            write[j] = real ? read[j] : n_vocab + j;
-            count[j] = real ? st->window_counts[(size_t)r * w + j] : 0.0f;
-        }
-        put(in->penalty_read, read, (size_t)w * sizeof *read);
-        put(in->penalty_write, write, (size_t)w * sizeof *write);
-        put(in->penalty_count, count, (size_t)w * sizeof *count);
-        put(in->penalty_repeat, &st->params.penalty_repeat, sizeof(float));
-        put(in->penalty_freq, &st->params.penalty_freq, sizeof(float));
-        put(in->penalty_present, &st->params.penalty_present, sizeof(float));
-    }
-    free(read);
-    free(write);
-    free(count);
+    const size_t w = (size_t)st->window, at = (size_t)r * w;
+    put(in->penalty_read, st->window_read + at, w * sizeof *st->window_read);
+    put(in->penalty_write, st->window_write + at, w * sizeof *st->window_write);
+    put(in->penalty_count, st->window_count + at, w * sizeof *st->window_count);
+    put(in->penalty_repeat, &st->params.penalty_repeat, sizeof(float));
+    put(in->penalty_freq, &st->params.penalty_freq, sizeof(float));
+    put(in->penalty_present, &st->params.penalty_present, sizeof(float));
 }
 
 void pyspec_graph_set_inputs(graph_state *st) {
@@ -163,7 +150,7 @@ void pyspec_graph_set_inputs(graph_state *st) {
                 st->missing_window = 1;
                 continue;
             }
-            set_window(st, r, st->n_vocab);
+            set_window(st, r);
         }
     }
 }
