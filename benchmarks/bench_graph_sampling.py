@@ -9,7 +9,10 @@ graph, tokens/s after the first token. Nothing is asserted about speed.
 """
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import time
 
 import pytest
@@ -127,9 +130,6 @@ def bench_graph_generation(benchmark, kind, name, generation_rows):
 
 def _llama_bench_tok_s(binary: str, model_path: str) -> float:
     """llama.cpp's own llama-bench: 128 generated tokens, one per decode, 2 threads."""
-    import json
-    import subprocess
-
     out = subprocess.run([binary, "-m", model_path, "-t", "2", "-p", "0", "-n", "128", "-r", "1",
                           "-o", "json"], capture_output=True, text=True, check=True).stdout
     return float(json.loads(out)[0]["avg_ts"])
@@ -140,8 +140,6 @@ def bench_graph_plain_path(benchmark, name, generation_rows):
     """The loop without drafts (draft_max=0: one token per decode, sampled on the host or in
     the graph) against llama.cpp's llama-bench built from the same sources with the same
     flags (PYSPEC_LLAMA_BENCH=/path/to/llama-bench), alternating, greedy, 128 tokens."""
-    import os
-
     binary = os.environ.get("PYSPEC_LLAMA_BENCH")
     if not binary or not os.path.isfile(binary):
         pytest.skip("set PYSPEC_LLAMA_BENCH to a llama-bench built like llama-cpp-python")

@@ -43,7 +43,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampling", choices=("auto", "graph", "host"), default="auto",
                    help="where verify rows are sampled: inside llama.cpp's graph (only tokens "
                         "leave it), on the host (rows copied out), or auto: the graph when the "
-                        "request allows (default)")
+                        "model's logits are computed on a GPU and the request allows (default)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096)
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1,
                    help="threads for llama.cpp (default: all cores; llama-cpp-python's own "

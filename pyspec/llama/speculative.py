@@ -51,6 +51,12 @@ log = logging.getLogger("pyspec")
 SAMPLING_MODES = ("auto", "graph", "host")
 
 
+def check_sampling_mode(sampling: str) -> None:
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
+                         f"got {sampling!r}")
+
+
 def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int, *,
                         repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
                         presence_penalty: float = 0.0, penalty_last_n: int = 64) -> SamplingParams:
@@ -106,9 +112,7 @@ class Speculation:
     def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                  draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True,
                  sampling: str = "auto"):
-        if sampling not in SAMPLING_MODES:
-            raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
-                             f"got {sampling!r}")
+        check_sampling_mode(sampling)
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
                              f"draft_max={draft_max}")
@@ -655,9 +659,7 @@ class SpeculativeLlama(llama_cpp.Llama):
                 raise ValueError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
-        if sampling not in SAMPLING_MODES:  # before the model loads
-            raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
-                             f"got {sampling!r}")
+        check_sampling_mode(sampling)  # before the model loads
         with _context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
             super().__init__(model_path, **llama_kwargs)
         self.speculation = enable_speculation(self, draft, draft_max=draft_max,
