@@ -8,8 +8,9 @@ from ._ffi import lib as _lib
 from .errors import CapacityError, DraftProbsError, LogitsError, PyspecError
 from .params import SamplingParams
 from .rng import Purpose, philox4x32_10, uniform
-from .verifier import (LogitsPointer, SparseDraftProbs, VerifyRequest, VerifyResult, default_threads,
-                       distribution, distribution_sparse, sample, verify, verify_batch, verify_from_pointer)
+from .request import LogitsPointer, SparseDraftProbs, VerifyRequest, VerifyResult
+from .verifier import (default_threads, distribution, distribution_sparse, sample, verify, verify_batch,
+                       verify_from_pointer)
 
 def _c_string(value) -> str:
     from ._ffi import ffi

@@ -1,14 +1,13 @@
-"""Checks that turn numpy arrays into (pointer, stride) pairs without copying."""
+"""Host arrays: numpy (or anything with the array protocol) read in place, without copies."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import _device_arrays
 from ._abi import Dtype, Status
+from ._array_view import ArrayView, element_strides
 from .errors import PyspecError
 
-# numpy dtype -> pyspec_dtype. bfloat16 has no numpy dtype: pass it through the pointer API.
-LOGIT_DTYPES = {np.dtype(np.float32): Dtype.F32, np.dtype(np.float16): Dtype.F16}
 DTYPE_NAMES = {"float32": Dtype.F32, "f32": Dtype.F32, "float16": Dtype.F16, "f16": Dtype.F16,
                "bfloat16": Dtype.BF16, "bf16": Dtype.BF16}
 
@@ -44,30 +43,11 @@ def as_array(obj, name: str) -> np.ndarray:
                           Status.DTYPE) from exc
 
 
-def logits_rows(obj, name: str, n_rows: int | None = None):
-    """Validates a [rows, V] logits array; returns (array, dtype code, row stride in elements)."""
+def host_view(obj, name: str) -> ArrayView:
+    """The ArrayView of a host array (no copy; the view keeps the ndarray alive)."""
     arr = as_array(obj, name)
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2:
-        raise shape_error(f"{name} must be 2-D [rows, n_vocab], got shape {arr.shape}")
-    code = LOGIT_DTYPES.get(arr.dtype)
-    if code is None:
-        raise PyspecError(f"{name} must be float32 or float16, got {arr.dtype} (no up-cast copy "
-                          "is made; convert it yourself if that is what you want)", Status.DTYPE)
-    if n_rows is not None and arr.shape[0] != n_rows:
-        raise shape_error(f"{name} has {arr.shape[0]} rows; it needs n_draft + 1 = {n_rows}")
-    if arr.shape[1] < 1:
-        raise shape_error(f"{name} has an empty vocabulary axis")
-    item = arr.itemsize
-    if arr.shape[1] > 1 and arr.strides[1] != item:
-        raise shape_error(f"{name} must be contiguous along the vocabulary axis "
-                          f"(strides {arr.strides})")
-    if arr.shape[0] > 1 and (arr.strides[0] % item or arr.strides[0] < arr.shape[1] * item):
-        raise shape_error(f"{name} rows must not overlap and must be aligned to the element "
-                          f"size (strides {arr.strides})")
-    stride = arr.strides[0] // item if arr.shape[0] > 1 else arr.shape[1]
-    return arr, code, stride
+    strides = element_strides(arr.strides, arr.shape, arr.itemsize, name)
+    return ArrayView(address(arr), tuple(arr.shape), strides, arr.dtype.name, None, arr)
 
 
 def token_ids(obj, name: str, n_vocab: int) -> np.ndarray:

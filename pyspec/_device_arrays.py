@@ -8,17 +8,17 @@ Two protocols are read:
   index, and a capsule holding a ``DLManagedTensor`` that is read with ctypes and released
   by the capsule's own destructor (the tensor is not consumed).
 
-``describe`` turns either into a ``DeviceArray`` (pointer, shape, strides in elements, dtype
-code, device index); ``where`` says whether an object is a host array, a device array or
+``describe`` turns either into an ``ArrayView`` (pointer, shape, strides in elements, dtype
+name, device index), the form ``pyspec.checks`` reads host arrays in too; ``where`` says whether an object is a host array, a device array or
 neither, so the callers can give clear errors for host/device mix-ups.
 """
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Optional
 
-from ._abi import Dtype, Status
+from ._abi import Status
+from ._array_view import ITEMSIZE, LOGIT_CODES, ArrayView, contiguous_strides, element_strides
 from .errors import PyspecError
 
 # DLPack device types (dlpack.h): CPU, CUDA, CUDA host (pinned), CUDA managed.
@@ -30,25 +30,6 @@ _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT = 0, 1, 2, 4
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "<i4": "int32", "<i8": "int64", "<V2": "bfloat16"}
 _DL_NAMES = {(_DL_FLOAT, 32): "float32", (_DL_FLOAT, 16): "float16", (_DL_BFLOAT, 16): "bfloat16",
              (_DL_INT, 32): "int32", (_DL_INT, 64): "int64", (_DL_FLOAT, 64): "float64"}
-LOGIT_CODES = {"float32": Dtype.F32, "float16": Dtype.F16, "bfloat16": Dtype.BF16}
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "float64": 8}
-
-
-@dataclass
-class DeviceArray:
-    """A CUDA device array as pyspec needs it: nothing is copied or converted."""
-
-    ptr: int
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]  # in elements
-    dtype: str                # "float32", "float16", "bfloat16", "int32", ... or the raw type
-    device: Optional[int]     # CUDA device index, None when the protocol does not say
-    owner: Any                # the object, kept alive for as long as the pointer is used
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
 
 def _dlpack_device(obj):
     try:
@@ -100,7 +81,7 @@ def _cai_device(obj) -> Optional[int]:
     return None
 
 
-def _from_cai(obj, name: str) -> DeviceArray:
+def _from_cai(obj, name: str) -> ArrayView:
     cai = obj.__cuda_array_interface__
     shape = tuple(int(s) for s in cai["shape"])
     typestr = cai["typestr"]
@@ -111,18 +92,9 @@ def _from_cai(obj, name: str) -> DeviceArray:
                           Status.DTYPE)
     ptr = int(cai["data"][0])
     strides_b = cai.get("strides")
-    if strides_b is None:  # C-contiguous
-        strides, acc = [], 1
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= s
-        strides = tuple(reversed(strides))
-    else:
-        if any(int(s) % item for s in strides_b):
-            raise PyspecError(f"{name} has strides {tuple(strides_b)} (bytes) that are not "
-                              f"multiples of its element size {item}", Status.SHAPE)
-        strides = tuple(int(s) // item for s in strides_b)
-    return DeviceArray(ptr, shape, strides, dtype, _cai_device(obj), obj)
+    strides = (contiguous_strides(shape) if strides_b is None
+               else element_strides(strides_b, shape, item, name))
+    return ArrayView(ptr, shape, strides, dtype, _cai_device(obj), obj)
 
 
 class _DLDevice(ctypes.Structure):
@@ -146,7 +118,7 @@ def _capsule_pointer(capsule) -> int:
     return get(capsule, b"dltensor")
 
 
-def _from_dlpack(obj, name: str) -> DeviceArray:
+def _from_dlpack(obj, name: str) -> ArrayView:
     try:
         capsule = obj.__dlpack__()
     except Exception as exc:  # noqa: BLE001
@@ -157,22 +129,16 @@ def _from_dlpack(obj, name: str) -> DeviceArray:
     dtype = _DL_NAMES.get((t.dtype.code, t.dtype.bits), f"dlpack(code={t.dtype.code}, bits={t.dtype.bits})")
     ndim = t.ndim
     shape = tuple(t.shape[i] for i in range(ndim))
-    if t.strides:
-        strides = tuple(t.strides[i] for i in range(ndim))
-    else:
-        strides, acc = [], 1
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= s
-        strides = tuple(reversed(strides))
+    strides = (tuple(t.strides[i] for i in range(ndim)) if t.strides
+               else contiguous_strides(shape))
     ptr = (t.data or 0) + t.byte_offset
     # The capsule (not consumed) frees the DLManagedTensor when it goes; keep it and the
     # object alive together while the pointer is in use.
-    return DeviceArray(ptr, shape, strides, dtype, int(t.device.device_id), (obj, capsule))
+    return ArrayView(ptr, shape, strides, dtype, int(t.device.device_id), (obj, capsule))
 
 
-def describe(obj, name: str) -> DeviceArray:
-    """The DeviceArray of a CUDA array (``__cuda_array_interface__`` first, then DLPack)."""
+def describe(obj, name: str) -> ArrayView:
+    """The ArrayView of a CUDA array (``__cuda_array_interface__`` first, then DLPack)."""
     if _has_cai(obj):
         try:
             return _from_cai(obj, name)

@@ -50,9 +50,8 @@ def _find_library() -> Path:
     searched = []
     # Beside the package first; then every other directory of the package (an editable
     # install keeps the compiled library in site-packages and the sources elsewhere).
-    import pyspec  # noqa: PLC0415  (the package's own __path__)
-
-    for directory in [_HERE, *map(Path, getattr(pyspec, "__path__", []))]:
+    package = sys.modules.get(__package__)  # being imported: its __path__ is already set
+    for directory in [_HERE, *map(Path, getattr(package, "__path__", []))]:
         path = directory / _library_name()
         if str(path) not in searched:
             searched.append(str(path))

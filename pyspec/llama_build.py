@@ -66,6 +66,18 @@ def _log(message: str) -> None:
     print(f"pyspec: {message}", file=sys.stderr, flush=True)
 
 
+def build_features(system_info: str) -> dict:
+    """``llama_print_system_info()`` parsed: {"AVX2": "1", "AMX_INT8": "1", ...}."""
+    features = {}
+    for part in system_info.replace("\n", "|").split("|"):
+        if "=" in part:
+            name, _, value = part.rpartition("=")
+            name = name.split(":")[-1].strip()
+            if name:
+                features[name] = value.strip()
+    return features
+
+
 def cpu_flags(cpuinfo: str | None = None) -> frozenset:
     """The CPU's feature flags as the kernel lists them (empty where there is no cpuinfo)."""
     if cpuinfo is None:
@@ -262,8 +274,6 @@ def probe_installed() -> tuple:
 
 def _check_installed() -> str:
     """The freshly installed library's features, checked: right version, no AMX."""
-    from .llama_guard import build_features  # (llama_guard imports this module)
-
     version, info = probe_installed()
     if version != LLAMA_CPP_PYTHON_VERSION:
         raise LlamaBuildError(f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, "

@@ -14,25 +14,13 @@ from __future__ import annotations
 
 import os
 
-from .llama_build import LLAMA_ISSUE, cpu_flags
+from .llama_build import LLAMA_ISSUE, build_features, cpu_flags  # noqa: F401 (re-exported)
 
 ALLOW_ENV = "PYSPEC_ALLOW_AMX"
 
 
 class UnsafeLlamaBuildError(RuntimeError):
     """The installed llama-cpp-python would crash on this CPU (AMX path, llama.cpp #20824)."""
-
-
-def build_features(system_info: str) -> dict:
-    """``llama_print_system_info()`` parsed: {"AVX2": "1", "AMX_INT8": "1", ...}."""
-    features = {}
-    for part in system_info.replace("\n", "|").split("|"):
-        if "=" in part:
-            name, _, value = part.rpartition("=")
-            name = name.split(":")[-1].strip()
-            if name:
-                features[name] = value.strip()
-    return features
 
 
 def amx_crash_reason(system_info: str, flags: frozenset) -> str:

@@ -50,7 +50,7 @@ def test_neg_inf_entries_are_allowed_and_never_emitted(rows):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint16])
 def test_wrong_dtype_is_rejected_without_conversion(rows, dtype):
-    with pytest.raises(PyspecError, match="must be float32 or float16"):
+    with pytest.raises(PyspecError, match="must be float32, float16 or bfloat16"):
         pyspec.verify(rows.astype(dtype), [1, 2])
 
 

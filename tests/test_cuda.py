@@ -10,6 +10,7 @@ token identity with the CPU path over random and real-logit rows in every mode, 
 combination and dtype, ragged batches; chi-square exactness of the GPU path alone; rows after
 a rejection; device-side error reports.
 """
+import ctypes
 import os
 import zlib
 
@@ -542,6 +543,9 @@ class _HostBuffer:
 
 
 class _CpuBackedVerifier:
+    """Stands in for a CudaVerifier: the descriptors the device path built are run by the
+    CPU library (the arena is host memory)."""
+
     def __init__(self):
         self._arena = None
         self.status, self.message = 0, ""
@@ -552,10 +556,12 @@ class _CpuBackedVerifier:
         return self._arena
 
     def enqueue(self, seqs, n_seqs, n_vocab, dtype, stream):
-        from pyspec.verifier import _VERIFIERS as cpu  # noqa: PLC0415
-
+        cpu = lib.pyspec_verifier_create
+        out = ffi.new("pyspec_verifier **")
         err = ffi.new("pyspec_error *")
-        st = lib.pyspec_verify_batch(cpu.get(n_vocab, 1), seqs, n_seqs, n_vocab, dtype, 1, err)
+        assert cpu(n_vocab, 1, out, err) == 0
+        handle = ffi.gc(out[0], lib.pyspec_verifier_free)
+        st = lib.pyspec_verify_batch(handle, seqs, n_seqs, n_vocab, dtype, 1, err)
         if st and not self.status:
             self.status, self.message = st, ffi.string(err.message).decode()
 
@@ -564,15 +570,30 @@ class _CpuBackedVerifier:
         pyspec.errors.raise_for_status(st, self.message)
 
 
-@pytest.fixture
-def host_as_device(monkeypatch):
-    import ctypes  # noqa: PLC0415
+class HostBackedBackend:
+    """A pyspec.cuda back end whose "device" memory is host memory: the whole Python device
+    path (checks, arena layout, uploads, descriptors, result copies) runs without a GPU."""
 
-    verifier = _CpuBackedVerifier()
-    monkeypatch.setattr(pyspec.cuda, "_require_cuda", lambda: None)
-    monkeypatch.setattr(pyspec.cuda, "_memcpy", lambda dev_, dst, src, n, kind, s: ctypes.memmove(dst, src, n))
-    monkeypatch.setattr(pyspec.cuda._VERIFIERS, "get", lambda *a: verifier)
-    return verifier
+    def __init__(self):
+        self.verifier_ = _CpuBackedVerifier()
+
+    def require(self):
+        pass
+
+    def verifier(self, device, n_vocab, n_seqs, n_rows):
+        return self.verifier_
+
+    def existing_verifier(self, device):
+        return self.verifier_
+
+    def memcpy(self, device, dst, src, nbytes, kind, stream):
+        ctypes.memmove(dst, src, nbytes)
+
+
+@pytest.fixture
+def host_as_device():
+    with pyspec.cuda.use_backend(HostBackedBackend()) as backend:
+        yield backend.verifier_
 
 
 @pytest.mark.parametrize("mode", ["point", "dense", "sparse"])
@@ -643,3 +664,63 @@ def test_raw_device_pointer_entry_point(host_as_device):
                                            out_n_accepted_address=n.ctypes.data, params=params)
     want = pyspec.verify(logits, list(draft), None, params)
     assert n[0] == want.n_accepted == k and list(out) == list(want.tokens)
+
+
+def _bad_calls():
+    """(what, arguments of pyspec.verify) for calls that are wrong in one way each."""
+    rng = np.random.default_rng(3)
+    V = 64
+    logits = rng.standard_normal((3, V)).astype(np.float32)
+    q = np.full((2, V), 1.0 / V, np.float32)
+    greedy = SamplingParams.greedy_params()
+    return [
+        ("row count", (logits, [1], None, greedy, 0)),
+        ("logits dtype", (logits.astype(np.float64), [1, 2], None, greedy, 0)),
+        ("logits rank", (logits[None], [1, 2], None, greedy, 0)),
+        ("vocabulary stride", (np.repeat(logits, 2, axis=1)[:, ::2], [1, 2], None, greedy, 0)),
+        ("draft rank", (logits, np.array([[1, 2]], np.int32), None, greedy, 0)),
+        ("dense shape", (logits, [1, 2], q[:1], SamplingParams(seed=1), 0)),
+        ("dense dtype", (logits, [1, 2], q.astype(np.float64), SamplingParams(seed=1), 0)),
+        ("sparse shapes", (logits, [1, 2], SparseDraftProbs(np.zeros((2, 3), np.int32),
+                                                             np.zeros((2, 4), np.float32)),
+                           SamplingParams(seed=1), 0)),
+        ("sparse dtypes", (logits, [1, 2], SparseDraftProbs(np.zeros((2, 3), np.int32),
+                                                             np.zeros((2, 3), np.float64)),
+                           SamplingParams(seed=1), 0)),
+        ("params type", (logits, [1, 2], None, {"temperature": 1.0}, 0)),
+        ("position range", (logits, [1, 2], None, greedy, -1)),
+        ("position type", (logits, [1, 2], None, greedy, 1.5)),
+    ]
+
+
+def _on_device(value):
+    if isinstance(value, np.ndarray):
+        return HostAsDevice(value)
+    if isinstance(value, SparseDraftProbs):
+        return SparseDraftProbs(HostAsDevice(value.tokens), HostAsDevice(value.probs))
+    return value
+
+
+@pytest.mark.parametrize("what, args", _bad_calls(), ids=[c[0] for c in _bad_calls()])
+def test_host_and_device_paths_reject_a_bad_call_alike(host_as_device, what, args):
+    """One layer of checks (pyspec.checks) serves both back ends: the same wrong call gets
+    the same exception, status and message whether its arrays are on the host or a device."""
+    logits, draft, probs, params, position = args
+    with pytest.raises(PyspecError) as on_host:
+        pyspec.verify(logits, draft, probs, params, position)
+    with pytest.raises(PyspecError) as on_device:
+        pyspec.verify(_on_device(logits), _on_device(draft), _on_device(probs), params, position)
+    assert type(on_device.value) is type(on_host.value)
+    assert on_device.value.status == on_host.value.status
+    assert str(on_device.value) == str(on_host.value)
+
+
+def test_host_and_device_batches_reject_mixed_vocabularies_alike(host_as_device):
+    a = np.zeros((1, 50), np.float32)
+    b = np.zeros((1, 60), np.float32)
+    errors = []
+    for wrap in (lambda x: x, HostAsDevice):
+        with pytest.raises(PyspecError, match="must share requests\\[0\\]'s vocabulary") as info:
+            pyspec.verify_batch([VerifyRequest(wrap(a), []), VerifyRequest(wrap(b), [])])
+        errors.append((info.value.status, str(info.value)))
+    assert errors[0] == errors[1]

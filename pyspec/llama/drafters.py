@@ -17,7 +17,8 @@ import numpy as np
 
 from ..params import SamplingParams
 from ..rng import Purpose, uniform
-from ..verifier import LogitsPointer, SparseDraftProbs, distribution_sparse
+from ..request import LogitsPointer, SparseDraftProbs
+from ..verifier import distribution_sparse
 
 
 @dataclass

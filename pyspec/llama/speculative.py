@@ -32,7 +32,8 @@ from ..errors import InvalidRequestError, PyspecError
 from ..llama_graph_build import GraphSamplerUnavailable
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
-from ..verifier import VerifyResult, verify, verify_from_pointer
+from ..request import VerifyResult
+from ..verifier import verify, verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import DraftLengthController
 from .constrained_rows import RowConstraints

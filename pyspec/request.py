@@ -1,0 +1,61 @@
+"""What a verify call takes and gives back: the request and result records shared by the
+host path (``pyspec.verifier``) and the device path (``pyspec.cuda``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .params import SamplingParams
+
+
+@dataclass
+class SparseDraftProbs:
+    """Draft distributions given as (token, probability) pairs, one row per draft.
+
+    ``tokens`` and ``probs`` are ``[n_draft, m]`` (int32 / float32); a token a row does not
+    list has probability 0; pad rows with probability 0.
+    """
+
+    tokens: Any
+    probs: Any
+
+
+DraftProbs = Union[None, np.ndarray, SparseDraftProbs]
+
+
+@dataclass
+class VerifyResult:
+    """Outcome of verifying one sequence.
+
+    ``tokens`` holds the ``n_accepted`` accepted drafts followed by exactly one corrective or
+    bonus token; ``logprobs`` (when requested) the log-probability of each under the raw
+    target distribution (log-softmax of the untransformed logits).
+    """
+
+    n_accepted: int
+    tokens: np.ndarray
+    logprobs: Optional[np.ndarray] = None
+
+
+@dataclass
+class VerifyRequest:
+    """One sequence of a ``verify_batch`` call (see ``verify`` for the fields)."""
+
+    target_logits: Any
+    draft_tokens: Sequence[int]
+    draft_probs: DraftProbs = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    position: int = 0
+    penalty_history: Optional[Sequence[int]] = None
+
+
+@dataclass(frozen=True)
+class LogitsPointer:
+    """One row of logits given by address (for example ``llama_get_logits_ith``): read in
+    place, never copied. The caller keeps the buffer alive during the call."""
+
+    address: int
+    n_vocab: int
+    dtype: str = "float32"

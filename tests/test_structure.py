@@ -1,0 +1,87 @@
+"""The package's shape: no import cycles, the device path independent of the host path.
+
+Read from the installed package's sources with ``ast`` (nothing is imported to find the
+edges), counting imports inside functions too: a cycle hidden in a function is still one.
+"""
+import ast
+from pathlib import Path
+
+import pyspec
+
+PACKAGE = Path(pyspec.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict:
+    """{module: the pyspec modules it imports anywhere in its source}."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    full = f"{target}.{alias.name}"
+                    deps.add(full if full in modules else target)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def _cycles(graph: dict) -> list:
+    state, found = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if node.startswith(dep + "."):  # a submodule reading its own package: not a cycle
+                continue
+            if state.get(dep) == "open":
+                found.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return found
+
+
+def test_the_graph_sees_the_imports_it_should():
+    graph = _import_graph()
+    assert "pyspec.checks" in graph["pyspec.cuda"]
+    assert "pyspec.cuda" in graph["pyspec.verifier"]
+    assert "pyspec.llama.speculative" in graph["pyspec.llama"]
+    # a planted cycle is found
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_no_import_cycle_in_the_package():
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_device_path_never_imports_the_host_path():
+    """pyspec.cuda and what it imports share pyspec.checks with the host path, not verifier."""
+    graph = _import_graph()
+    reach, todo = set(), ["pyspec.cuda"]
+    while todo:
+        node = todo.pop()
+        for dep in graph[node] - reach:
+            if not node.startswith(dep + "."):  # not its own package
+                reach.add(dep)
+                todo.append(dep)
+    assert "pyspec.verifier" not in reach, sorted(reach)
