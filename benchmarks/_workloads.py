@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 import pyspec
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 
 VOCAB_MODELS = {151936: "qwen2.5-coder-1.5b", 262144: "gemma3-270m"}
 DRAFT_LENGTHS = (1, 4, 8, 16)
@@ -211,7 +211,7 @@ def read_pass(logits: np.ndarray) -> Callable[[], np.ndarray]:
 
 def llama_chain(logits: np.ndarray, params: pyspec.SamplingParams) -> Callable[[], list]:
     """llama.cpp's sampler chain applied row by row, as llama-cpp-python samples today."""
-    from pyspec.llama_chain import LlamaCppChain
+    from pyspec.testing.llama_chain import LlamaCppChain
 
     chain = LlamaCppChain(params, logits.shape[1], with_dist=True)
     return lambda: [chain.sample(row) for row in logits]

@@ -22,7 +22,7 @@ import pytest
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama._decode import BatchDecoder
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 
 from bench_generation import EDIT_PROMPT, FREE_PROMPT, REPEAT_PROMPT
 

@@ -22,7 +22,7 @@ import pytest
 
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 
 CODE = '''class InventoryReport:
     def __init__(self, items, tax_rate=0.08):

@@ -19,7 +19,7 @@ import pytest
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.grammar_state import GrammarState
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 
 PERSONS = "\n".join([
     "Name: Maria Lopez; Email: maria.lopez@example.com; City: Valencia; Phone: +34 612 345 678",

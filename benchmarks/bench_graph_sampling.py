@@ -19,7 +19,7 @@ import pytest
 
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.graph_sampling import GraphSampler
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 from pyspec.params import SamplingParams
 from pyspec.verifier import verify_from_pointer
 

@@ -20,7 +20,7 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from pyspec.models import ensure_model
+from pyspec.testing.models import ensure_model
 
 from bench_generation import REPEAT_PROMPT
 

@@ -89,7 +89,7 @@ def _dispatch(parser, args) -> int:
                 if not os.path.isfile(path):
                     parser.error(f"{flag} {path}: no such file")
             return run(args.model, args.model_draft or "lookup", args, DEMO_PROMPT)
-        from .models import ensure_model
+        from .testing.models import ensure_model
 
         target = str(ensure_model("qwen2.5-coder-1.5b"))
         draft = "lookup" if args.lookup or args.no_draft or args.plain else str(ensure_model("qwen2.5-coder-0.5b"))

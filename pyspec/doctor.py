@@ -101,13 +101,14 @@ def check_cuda(report: Report) -> None:
 
 
 def check_models(report: Report) -> None:
-    from .models import MODELS, cache_dir
+    from .cache import cache_dir
+    from .testing.models import MODELS
 
     for spec in MODELS.values():
         path = cache_dir() / "models" / spec.filename
         if not path.is_file():
             report.add(WARN, f"model {spec.name}", f"not fetched yet ({path}); fetched on first "
-                                                   f"use or by `python3 -m pyspec.models`")
+                                                   f"use or by `python3 -m pyspec.testing.models`")
         elif path.stat().st_size != spec.size:
             report.add(FAIL, f"model {spec.name}", f"{path} has {path.stat().st_size} bytes, "
                                                    f"expected {spec.size}: delete it to refetch")
@@ -117,7 +118,7 @@ def check_models(report: Report) -> None:
 
 def check_cost_cache(report: Report) -> None:
     from .llama.cost_cache import cache_enabled, read_ratios
-    from .models import cache_dir
+    from .cache import cache_dir
 
     if not cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")

@@ -154,7 +154,7 @@ def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
 
 
 def wheel_dir(cmake_args: list, cache_root: Path | None = None) -> Path:
-    from .models import cache_dir
+    from .cache import cache_dir
 
     root = cache_root or cache_dir() / "llama-build"
     return root / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-{wheel_key(cmake_args)}"

@@ -24,7 +24,7 @@ import sysconfig
 from pathlib import Path
 
 from .llama_build import LLAMA_CPP_PYTHON_VERSION
-from .models import cache_dir
+from .cache import cache_dir
 
 LIBRARY_ENV = "PYSPEC_LLAMA_GRAPH_LIBRARY"  # a prebuilt libpyspec_llama (tests, CI, devices)
 # PYSPEC_GRAPH_SANITIZE=1: build it with AddressSanitizer + UndefinedBehaviorSanitizer (CI;

@@ -18,14 +18,14 @@ def rng():
 
 @pytest.fixture(scope="session")
 def qwen_path():
-    from pyspec.models import ensure_model
+    from pyspec.testing.models import ensure_model
 
     return str(ensure_model("qwen2.5-coder-1.5b"))
 
 
 @pytest.fixture(scope="session")
 def gemma_path():
-    from pyspec.models import ensure_model
+    from pyspec.testing.models import ensure_model
 
     return str(ensure_model("gemma3-270m"))
 

@@ -100,7 +100,7 @@ def test_draft_model_draws_follow_the_q_it_reports(qwen_logits, qwen_path):
 
     from conftest import CODE_PROMPT
     from pyspec.llama.drafters import DraftModel, draw_from
-    from pyspec.models import ensure_model
+    from pyspec.testing.models import ensure_model
     from pyspec.rng import Purpose
 
     vocab = llama_cpp.Llama(model_path=qwen_path, vocab_only=True, verbose=False)

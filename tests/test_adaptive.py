@@ -1,7 +1,7 @@
 """The draft-length cost model, on synthetic costs (no model needed)."""
 import numpy as np
 
-from pyspec.llama.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController
+from pyspec.llama.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
 
 
 def seed_costs(c, costs: dict) -> None:
@@ -43,7 +43,8 @@ def test_room_limits_the_draft_length():
 
 
 def test_realised_throughput_overrules_the_prediction():
-    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0, probe_after_veto=False)
+    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0,
+                    watch=WatchPolicy(probe_after_veto=False))
     for _ in range(5):
         c.record_round(None, False, 1, 1.0)   # plain: 1 token/s
         c.record_round(None, True, 2, 4.0)    # speculative: 0.5 token/s
@@ -53,7 +54,8 @@ def test_realised_throughput_overrules_the_prediction():
 def test_a_veto_is_lifted_when_the_machine_load_changes():
     # One busy stretch must not switch a costly drafter off for good: when the one-token cost
     # moves by more than 1.5x, the speculative rounds' record is dropped and it is tried again.
-    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0, probe_after_veto=False)
+    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0,
+                    watch=WatchPolicy(probe_after_veto=False))
     for _ in range(5):
         c.record_round(None, False, 1, 1.0)
         c.record_round(None, True, 2, 4.0)
@@ -103,7 +105,7 @@ def test_after_a_rejection_drafts_restart_short_and_grow_back():
 
 
 def _shadowed(batch_cost):
-    c = DraftLengthController(0, 16, shadowed=True)
+    c = DraftLengthController(0, 16, watch=WatchPolicy(shadowed=True))
     seed_costs(c, {n: batch_cost(n) for n in (1, 2, 3, 5, 9, 17)})
     for _ in range(WARMUP_PLAIN_ROUNDS):
         c.choose(16, "copy", draft_cost=0.0)

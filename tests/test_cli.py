@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pyspec.models import MODELS, ensure_model
+from pyspec.testing.models import MODELS, ensure_model
 
 pytestmark = pytest.mark.model
 

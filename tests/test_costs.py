@@ -10,7 +10,7 @@ import pytest
 from pyspec.llama import cost_cache
 from pyspec.llama.costs import (STALE_ROUNDS, WINDOW, BatchCosts, default_prior,
                                 validate_ratios)
-from pyspec.llama.replay import replay_lookup
+from pyspec.testing.replay import replay_lookup
 
 DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
 COSTS = {m: {int(n): c for n, c in t.items()} for m, t in DATA["costs"].items()}

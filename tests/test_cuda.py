@@ -395,7 +395,8 @@ def test_gpu_ragged_batch_equals_cpu(dtype):
 
 @gpu
 def test_gpu_real_logits_equal_cpu(request):
-    from pyspec.models import MODELS, cache_dir
+    from pyspec.cache import cache_dir
+    from pyspec.testing.models import MODELS
 
     model_file = cache_dir() / "models" / MODELS["qwen2.5-coder-1.5b"].filename
     if not model_file.is_file():  # only this: any other failure of the fixture is a failure

@@ -353,7 +353,7 @@ def test_a_raising_logits_processor_leaves_the_model_consistent(gemma_path):
 
 
 def test_grammar_with_a_draft_model_cuts_or_rejects_forbidden_drafts(qwen_path, request):
-    draft = str(__import__("pyspec.models", fromlist=["ensure_model"]).ensure_model(
+    draft = str(__import__("pyspec.testing.models", fromlist=["ensure_model"]).ensure_model(
         "qwen2.5-coder-0.5b"))
     spec = SpeculativeLlama(qwen_path, draft=draft, draft_max=6, adaptive=False, **KW)
     prompt = TEMPLATES["qwen"].format(f"Extract this person as JSON:\n{PERSON}")

@@ -49,7 +49,7 @@ def spec_lookup(qwen_path):
 
 @pytest.fixture(scope="module")
 def draft_path():
-    from pyspec.models import ensure_model
+    from pyspec.testing.models import ensure_model
 
     return str(ensure_model("qwen2.5-coder-0.5b"))
 
@@ -611,3 +611,29 @@ def test_logprobs_are_answered_while_speculating(gemma_path, stream):
     assert np.isnan(spec.scores[:160]).all()
     plain.close()
     spec.close()
+
+
+def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
+    """The loop gives the cost model and the statistics the same Round, one per round: what
+    the statistics count is what the controller learned from."""
+    controller = spec_lookup.speculation.controller
+    seen = []
+
+    def observe(r, real=controller.observe):
+        seen.append(r)
+        real(r)
+
+    controller.observe = observe
+    try:
+        spec_lookup.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
+    finally:
+        del controller.observe
+    stats = spec_lookup.speculation.last
+    assert len(seen) == stats.verify_steps + stats.plain_steps > 0
+    assert sum(r.verified for r in seen if r.batch > 1) == stats.drafted > 0
+    assert sum(r.accepted for r in seen) == stats.accepted
+    assert all(r.emitted == r.accepted + 1 and r.batch == r.verified + 1 for r in seen)
+    # the statistics' emitted count: the prompt's token, then what the rounds emitted, the
+    # last round cut by max_tokens
+    assert sum(r.emitted for r in seen[:-1]) + 1 < stats.emitted <= sum(r.emitted for r in seen) + 1
+    assert all(r.target_seconds > 0 and r.round_seconds >= r.target_seconds for r in seen)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pyspec
-from pyspec.llama_chain import LlamaCppChain
+from pyspec.testing.llama_chain import LlamaCppChain
 from reference import chisquare_pvalue, peaked_logits, reference_distribution
 
 PENALTIES = [dict(repeat_penalty=1.3), dict(repeat_penalty=0.8),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyspec.llama.replay import batch_cost, replay_lookup
+from pyspec.testing.replay import batch_cost, replay_lookup
 
 DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
 COSTS = {m: {int(n): c for n, c in t.items()} for m, t in DATA["costs"].items()}
@@ -91,3 +91,26 @@ def test_batch_cost_interpolates_and_extrapolates():
 def test_replay_refuses_an_empty_recording():
     with pytest.raises(ValueError):
         replay_lookup([1, 2], [], {1: 1.0, 2: 1.5})
+
+
+def test_the_replay_feeds_the_controller_the_loops_round_records():
+    """The replay drives the same protocol as the loop: one Round per round, to
+    DraftLengthController.observe, counted by SpeculationStats.add_round."""
+    from pyspec.llama.adaptive import FREE_DRAFTER, DraftLengthController  # noqa: PLC0415
+
+    seen = []
+
+    class Watching(DraftLengthController):
+        def observe(self, r):
+            seen.append(r)
+            super().observe(r)
+
+    g = GENERATIONS["qwen-rename-greedy"]
+    controller = Watching(0, 16, watch=FREE_DRAFTER)
+    output = g["output"]
+    result = replay_lookup(g["prompt"], output, COSTS[g["model"]], controller=controller)
+    assert len(seen) == result.plain_steps + result.verify_steps
+    assert sum(r.verified for r in seen) == result.drafted > 0
+    assert sum(r.accepted for r in seen) == result.accepted
+    assert sum(r.emitted for r in seen) == len(output) - 1  # the first token is the prompt's
+    assert any(r.shadow_match is not None for r in seen)  # plain rounds were shadowed

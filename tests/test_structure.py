@@ -34,7 +34,9 @@ def _import_graph() -> dict:
                     full = f"{target}.{alias.name}"
                     deps.add(full if full in modules else target)
             elif isinstance(node, ast.Import):
-                deps.update(alias.name for alias in node.names)
+                deps.update(alias.name for alias in node.names if alias.name != "pyspec")
+        missing = {d for d in deps if d.startswith("pyspec") and d not in modules}
+        assert not missing, f"{name} imports modules that do not exist: {sorted(missing)}"
         graph[name] = {d for d in deps if d in modules and d != name}
     return graph
 
@@ -85,3 +87,18 @@ def test_the_device_path_never_imports_the_host_path():
                 reach.add(dep)
                 todo.append(dep)
     assert "pyspec.verifier" not in reach, sorted(reach)
+
+
+# The command-line front ends may use the tooling (the demo models); nothing else may.
+FRONT_ENDS = {"pyspec.cli", "pyspec.cli_generate", "pyspec.doctor", "pyspec.bench", "pyspec.__main__"}
+
+
+def test_the_library_never_imports_its_test_and_demo_tooling():
+    graph = _import_graph()
+    tooling = {m for m in graph if m == "pyspec.testing" or m.startswith("pyspec.testing.")}
+    assert {"pyspec.testing.models", "pyspec.testing.replay", "pyspec.testing.llama_chain"} <= tooling
+    library = set(graph) - tooling - FRONT_ENDS
+    offenders = {m: sorted(graph[m] & tooling) for m in library if graph[m] & tooling}
+    assert offenders == {}
+    for front in FRONT_ENDS & set(graph):  # and the library does not reach a front end
+        assert not any(front in graph[m] for m in library if m not in FRONT_ENDS), front

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyspec
-from pyspec.llama_chain import LlamaCppChain
+from pyspec.testing.llama_chain import LlamaCppChain
 from reference import peaked_logits, reference_distribution
 
 PARAM_GRID = [

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from .costs import BatchCosts
+from .rounds import Round
 
 MAX_EXPLORE_INTERVAL = 256
 WARMUP_PLAIN_ROUNDS = 3
@@ -42,17 +44,40 @@ PROBE_LENGTH = 2
 PESSIMISM = 0.5
 
 
+@dataclass(frozen=True)
+class WatchPolicy:
+    """How the controller keeps an eye on a drafter while plain decoding wins."""
+
+    # Plain rounds report their draft's first token (Round.shadow_match): no probes, and no
+    # veto from realised rates, which could never be lifted without speculative rounds.
+    shadowed: bool = False
+    # Plain rounds before a probe (a short speculative round), doubling after each probe that
+    # does not change the decision.
+    explore_every: int = 16
+    # Whether a drafter measured slower than plain is still probed.
+    probe_after_veto: bool = True
+
+
+# A free drafter (prompt lookup) drafts every round anyway: watched through its shadow.
+FREE_DRAFTER = WatchPolicy(shadowed=True, explore_every=16, probe_after_veto=True)
+# A costly drafter (a draft model) must catch up on every token of a plain stretch before it
+# can draft, so a probe costs more the longer it waited: probed rarely, and never again once
+# measured slower than plain.
+COSTLY_DRAFTER = WatchPolicy(shadowed=False, explore_every=48, probe_after_veto=False)
+
+
 class DraftLengthController:
     def __init__(self, draft_min: int = 1, draft_max: int = 16, *, ema: float = 0.15,
-                 explore_every: int = 16, prior_acceptance: float = 0.6,
-                 fixed: bool = False, probe_after_veto: bool = True, shadowed: bool = False):
+                 prior_acceptance: float = 0.6, fixed: bool = False,
+                 watch: WatchPolicy = WatchPolicy()):
         if not 0 <= draft_min <= draft_max:
             raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
         self.draft_min, self.draft_max = max(1, draft_min), draft_max
         self.allow_zero = draft_min == 0 or not fixed
         self.fixed = fixed
         self.ema = ema
-        self.explore_every = explore_every
+        self.watch = watch
+        self.explore_every = watch.explore_every
         self.costs = BatchCosts(max_n=draft_max + 1)
         self.last_reason = "no round yet"  # why the last round drafted what it drafted
         # The first rounds decode plainly: they measure a real one-token pass and the plain
@@ -77,15 +102,22 @@ class DraftLengthController:
         self._limit: dict = {}       # bucket -> largest draft length for now
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
-        # A costly drafter (a draft model) must catch up on every token of a plain stretch
-        # before it can draft, so a probe costs more the longer it waited: once measured
-        # slower than plain, such a drafter is not probed again.
-        self.probe_after_veto = probe_after_veto
-        # Plain rounds report their free draft's first token (record_shadow): no probes, no
-        # veto from realised rates, which could never be lifted without speculative rounds.
-        self.shadowed = shadowed
+        self.probe_after_veto = watch.probe_after_veto
+        self.shadowed = watch.shadowed
 
     # ---- measurements ---------------------------------------------------------------
+    def observe(self, r: Round) -> None:
+        """Learns from one round of the loop (or of a replay): the target's cost for the
+        batch, the drafter's cost, the acceptance of the draft's kind, the round's realised
+        rate and overhead, and a plain round's shadow check."""
+        self.record_draft(r.drafter_tokens, r.drafter_seconds)
+        self.record_target(r.batch, r.target_seconds)
+        self.record_acceptance(r.offered, r.accepted, r.bucket)
+        self.record_round(r.bucket, r.speculative, r.emitted, r.round_seconds)
+        self.record_overhead(r.speculative, r.round_seconds - r.target_seconds - r.draft_seconds)
+        if r.shadow_match is not None and self.shadowed:
+            self.record_shadow(r.shadow_match, r.bucket)
+
     def _avg(self, old, new):
         return new if old is None else old + self.ema * (new - old)
 

@@ -23,7 +23,7 @@ import platform
 from pathlib import Path
 from typing import Optional
 
-from ..models import cache_dir
+from ..cache import cache_dir
 from .costs import validate_ratios
 
 log = logging.getLogger("pyspec")

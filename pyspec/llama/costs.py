@@ -15,7 +15,7 @@ model learns from. What it believes about a batch of n tokens:
   pass is tried, which measures the real curve. It was fitted on Qwen2.5-Coder 1.5B and
   Gemma 3 270M on 2 cores (2 tokens: 1.7-2.0x one token, 9: 4.8-4.9x, 17: 6.0-6.4x); the
   prior says 2.0x, 4.7x and 6.8x (the constants were chosen by replaying the recorded
-  generations of tests/data, ``pyspec.llama.replay``).
+  generations of tests/data, ``pyspec.testing.replay``).
 - ``correction(n)``: at each measured size, median(measured) / (c1 * prior(n)) over its last
   ``WINDOW`` passes, shrunk toward 1 in log space by a weight that grows with the number of
   passes and fades with their age (``STALE_ROUNDS``), so an old measurement taken under a load

@@ -19,7 +19,13 @@ import numpy as np
 import llama_cpp
 
 from ..errors import InvalidRequestError
-from ..llama_chain import TOKEN_DATA
+
+# The layout of llama.cpp's struct llama_token_data {int32 id; float logit; float p;}: a
+# numpy array of it is a llama_token_data_array's data, passed without a copy.
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
+if TOKEN_DATA.itemsize != ctypes.sizeof(llama_cpp.llama_token_data):
+    raise ImportError(f"llama_token_data is {ctypes.sizeof(llama_cpp.llama_token_data)} bytes in "
+                      f"this llama-cpp-python, pyspec expects {TOKEN_DATA.itemsize}")
 
 
 class GrammarState:

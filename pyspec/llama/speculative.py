@@ -21,6 +21,7 @@ import secrets
 import threading
 import time
 import types
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -35,12 +36,13 @@ from ..params import SamplingParams
 from ..request import VerifyResult
 from ..verifier import verify, verify_from_pointer
 from ._decode import BatchDecoder
-from .adaptive import DraftLengthController
+from .adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
 from .constrained_rows import RowConstraints
 from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .grammar_state import GrammarState
 from .graph_sampling import GraphSampler, graph_unavailable_reason, point_mass_result
+from .rounds import Round
 from .stats import SpeculationStats
 
 log = logging.getLogger("pyspec")
@@ -136,14 +138,9 @@ class Speculation:
                              f"this Llama has n_batch {llama.n_batch}")
         self.llama = llama
         self.drafter = make_drafter(draft, llama, draft_p_min)
-        # Probing a costly drafter (a draft model catches up on every token it missed) is
-        # itself costly: probe it less often than a free one.
-        # A free drafter drafts every round anyway: plain rounds check its draft against the
-        # token they emit (record_shadow) instead of paying for probes.
+        watch = FREE_DRAFTER if self.drafter.free else COSTLY_DRAFTER
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
-                                                explore_every=16 if self.drafter.free else 48,
-                                                probe_after_veto=self.drafter.free,
-                                                shadowed=self.drafter.free)
+                                                watch=watch)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         self.n_vocab = llama.n_vocab()
         # (emitted rows, prompt rows) to keep in llama.scores for the request under way, set
@@ -347,7 +344,7 @@ class Speculation:
             raise
         return result
 
-    def _draft(self, context: list, room: int, params: SamplingParams, stats, constraints=None):
+    def _draft(self, context: list, room: int, params: SamplingParams, constraints=None):
         """Drafts for the next round and how many of them to verify."""
         controller, drafter = self.controller, self.drafter
         if drafter.free:  # draft first, then let the cost model cut
@@ -363,138 +360,198 @@ class Speculation:
         else:
             k = controller.choose(room)
             draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
-            steady = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
-            controller.record_draft(len(draft.tokens), steady)
-        stats.draft_seconds += draft.seconds
         return draft, min(k, len(draft.tokens))
 
+    # ---- the loop -----------------------------------------------------------------------
     def generate(self, tokens, params: SamplingParams, stopping_criteria=None,
                  constraints: Optional[RowConstraints] = None):
-        """The speculative loop. ``constraints``: the request's grammar and logits processors
-        (applied to every verify row; closed when the loop ends)."""
-        llama = self.llama
-        n_vocab = llama.n_vocab()
-        stats = SpeculationStats()
-        self.last = stats
+        """The speculative loop. After the prompt's round, each round drafts (``_plan_round``),
+        verifies (one target pass over the last token and the drafts, then the fused verifier:
+        ``_verify_round``), rolls back the rejected drafts' KV cells, lets the cost model and
+        the statistics observe it (``_observe``) and emits its tokens (``_emit``).
+        ``constraints``: the request's grammar and logits processors (applied to every verify
+        row; closed when the loop ends)."""
+        req = self._start_request(tokens, params, stopping_criteria, constraints)
+        try:
+            pending, rows = self._prompt_round(req)
+            while (yield from self._emit(req, pending, rows)):
+                round_start = time.perf_counter()
+                plan = self._plan_round(req)
+                n_before = self.llama.n_tokens
+                result, addr, r = self._verify_round(req, plan)
+                self._roll_back(n_before + 1 + result.n_accepted)
+                pending = [int(t) for t in result.tokens]
+                r.round_seconds = time.perf_counter() - round_start
+                self._observe(req, plan, r, pending)
+                rows = [addr + 4 * self.n_vocab * j for j in range(len(pending))]
+        finally:
+            self._finish_request(req)
+
+    def _start_request(self, tokens, params: SamplingParams, stopping_criteria,
+                       constraints: Optional[RowConstraints]) -> "_Request":
+        self.last = stats = SpeculationStats()
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise ValueError("generate needs at least one prompt token")
-        self.controller.new_request()  # acceptance depends on the text: the last one is a prior
-        self.drafter.start_request()
+        llama = self.llama
         # llama-cpp-python's logprobs read the logits row of every emitted token (and, with
         # echo, of the prompt) from llama.scores: only copied when a request needs them.
         emitted_rows, prompt_rows = self.rows_for_request or (llama._logits_all, llama._logits_all)
         if emitted_rows and llama.scores.shape[0] < self.n_ctx:
             raise RuntimeError(f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
                                f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
-        try:
-            self._choose_sampling(params, constraints, emitted_rows or prompt_rows,
-                                  stopping_criteria, stats)
-            graph = self._graph
-            if graph is not None and params.penalties_on:
-                graph.set_history([], [])  # the window starts with this call's output
-            addr = self._evaluate_prompt(tokens, stats, prompt_rows)
-            position = llama.n_tokens  # absolute position of the token being emitted
-            t0 = time.perf_counter()
-            # The tokens decided but not yet emitted: first the prompt's own sample.
-            if graph is not None:
-                pending = [int(graph.read(self._first_output, 1)[0])]
-            elif constraints is None:
-                pending = [int(verify_from_pointer(addr, n_vocab, [], params=params,
-                                                   position=position).tokens[0])]
-            else:
-                _, states = constraints.follow([])
-                first = constraints.rows(self._rows(addr, 1), tokens, [], states, None, position)
-                pending = [int(verify(first, [], params=params, position=position).tokens[0])]
-                constraints.advance(states, 0, pending[0])
-            n_prompt = len(tokens)
-            stats.verify_seconds += time.perf_counter() - t0
-            context = list(tokens)
-            rows = [addr]
-            while True:
-                # Emit the tokens of the last step (the first pass: the prompt's sample).
-                if emitted_rows:  # row j decided the token at len(context) + j
-                    self._keep_rows(rows[0], len(context) - 1, len(pending))
-                for j, tok in enumerate(pending):
-                    if stopping_criteria is not None and stopping_criteria(
-                            np.asarray(context, dtype=np.intc),
-                            np.ctypeslib.as_array((ctypes.c_float * n_vocab).from_address(rows[j]))):
-                        return
-                    stats.emitted += 1
-                    context.append(tok)
-                    yield tok
-                last = context[-1]
-                room = self.n_ctx - llama.n_tokens - 1  # KV cells left after `last`
-                if room < 0:
-                    raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
-                round_start = time.perf_counter()
-                draft, k = self._draft(context, room, params, stats, constraints)
-                drafts = draft.tokens[:k]
-                n_offered = len(drafts)
-                states, forbidden = None, False
-                if constraints is not None:
-                    drafts, states, forbidden = self._follow_grammar(constraints, drafts, draft.probs)
-                    stats.grammar_cut += n_offered - len(drafts) + forbidden
-                probs = draft.probs
-                if probs is not None and len(drafts) < len(draft.tokens):
-                    probs = type(probs)(probs.tokens[:len(drafts)], probs.probs[:len(drafts)])
-                # A forbidden draft kept for rejection sampling is never decoded: it is
-                # rejected for certain, and nothing after it is read.
-                batch = [last] + drafts[:len(drafts) - forbidden]
-                t0 = time.perf_counter()
-                n_before = llama.n_tokens
-                if graph is not None and params.penalties_on:
-                    graph.set_history(context[n_prompt:], drafts)
-                addr = self._decode(batch, len(batch))
-                t1 = time.perf_counter()
-                # The penalties look back on what this call generated (llama.cpp's sampler
-                # accepts each sampled token; the prompt is not in its window).
-                history = context[n_prompt:] if params.penalties_on else None
-                if graph is not None:  # point-mass drafts: the rows' own samples decide
-                    n_accepted, emitted = point_mass_result(graph.read(0, len(batch)), drafts)
-                    result = VerifyResult(n_accepted, np.asarray(emitted, dtype=np.int32))
-                elif constraints is None:
-                    result = verify_from_pointer(addr, n_vocab, drafts, probs, params=params,
-                                                 position=len(context), penalty_history=history)
-                else:
-                    result = self._verify_constrained(constraints, addr, len(batch), context,
-                                                      drafts, probs, states, forbidden, params,
-                                                      history)
-                t2 = time.perf_counter()
-                keep = n_before + 1 + result.n_accepted
-                if keep < llama.n_tokens:  # drop the rejected drafts' KV cells
-                    self.decoder.remove_from(keep)
-                    llama.n_tokens = keep
-                self.controller.record_target(len(batch), t1 - t0)
-                # Drafts the grammar cut count as rejected: the drafter offered them.
-                self.controller.record_acceptance(n_offered, result.n_accepted, draft.bucket)
-                stats.target_seconds += t1 - t0
-                stats.verify_seconds += t2 - t1
-                if len(batch) > 1:
-                    stats.verify_steps += 1
-                    stats.draft_lengths[len(drafts)] = stats.draft_lengths.get(len(drafts), 0) + 1
-                    stats.drafted += len(drafts)
-                    stats.accepted += result.n_accepted
-                    stats.rejected_steps += result.n_accepted < len(drafts)
-                else:
-                    stats.plain_steps += 1
-                pending = [int(t) for t in result.tokens]
-                round_seconds = time.perf_counter() - round_start
-                self.controller.record_round(draft.bucket, bool(drafts), len(pending), round_seconds)
-                self.controller.record_overhead(bool(drafts), round_seconds - (t1 - t0) - draft.seconds)
-                if not drafts and draft.tokens and self.controller.shadowed:
-                    self.controller.record_shadow(draft.tokens[0] == pending[0], draft.bucket)
-                rows = [addr + 4 * n_vocab * j for j in range(len(pending))]
-        finally:
-            self._detach_graph()
-            if constraints is not None:
-                stats.grammar_seconds += constraints.grammar_seconds
-                stats.grammar_rows += constraints.grammar_rows
-                stats.processor_seconds += constraints.processor_seconds
-                constraints.close()
-            stats.cost_model = self.controller.describe()
-            self.total.add(stats)
-            save_ratios(self._cost_file, self.controller.costs.shape_to_save())
+        self.controller.new_request()  # acceptance depends on the text: the last one is a prior
+        self.drafter.start_request()
+        return _Request(params, constraints, stopping_criteria, stats, tokens, list(tokens),
+                        emitted_rows, prompt_rows)
+
+    def _prompt_round(self, req: "_Request") -> tuple:
+        """Chooses where rows are sampled, evaluates the prompt and samples its first token:
+        (the tokens to emit, the addresses of the rows that decided them)."""
+        params, constraints = req.params, req.constraints
+        self._choose_sampling(params, constraints, req.emitted_rows or req.prompt_rows,
+                              req.stopping_criteria, req.stats)
+        req.graph = graph = self._graph
+        if graph is not None and params.penalties_on:
+            graph.set_history([], [])  # the window starts with this call's output
+        addr = self._evaluate_prompt(req.prompt, req.stats, req.prompt_rows)
+        position = self.llama.n_tokens  # absolute position of the token being emitted
+        t0 = time.perf_counter()
+        if graph is not None:
+            first = int(graph.read(self._first_output, 1)[0])
+        elif constraints is None:
+            first = int(verify_from_pointer(addr, self.n_vocab, [], params=params,
+                                            position=position).tokens[0])
+        else:
+            _, states = constraints.follow([])
+            row = constraints.rows(self._rows(addr, 1), req.prompt, [], states, None, position)
+            first = int(verify(row, [], params=params, position=position).tokens[0])
+            constraints.advance(states, 0, first)
+        req.stats.verify_seconds += time.perf_counter() - t0
+        return [first], [addr]
+
+    def _emit(self, req: "_Request", pending: list, rows: list):
+        """Yields the tokens the last round decided (row j decided the token at
+        len(context) + j); returns False when stopping_criteria ended the request."""
+        if req.emitted_rows:
+            self._keep_rows(rows[0], len(req.context) - 1, len(pending))
+        for j, tok in enumerate(pending):
+            if req.stopping_criteria is not None and req.stopping_criteria(
+                    np.asarray(req.context, dtype=np.intc), self._rows(rows[j], 1)[0]):
+                return False
+            req.stats.emitted += 1
+            req.context.append(tok)
+            yield tok
+        return True
+
+    def _plan_round(self, req: "_Request") -> "_Plan":
+        """The drafts of the next round, as the drafter, the cost model and the grammar
+        leave them."""
+        room = self.n_ctx - self.llama.n_tokens - 1  # KV cells left after the last token
+        if room < 0:
+            raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
+        draft, k = self._draft(req.context, room, req.params, req.constraints)
+        plan = _Plan(draft, draft.tokens[:k], draft.probs, k)
+        if req.constraints is not None:
+            plan.drafts, plan.states, plan.forbidden = self._follow_grammar(
+                req.constraints, plan.drafts, draft.probs)
+            req.stats.grammar_cut += k - len(plan.drafts) + plan.forbidden
+        if draft.probs is not None and len(plan.drafts) < len(draft.tokens):
+            n = len(plan.drafts)
+            plan.probs = type(draft.probs)(draft.probs.tokens[:n], draft.probs.probs[:n])
+        return plan
+
+    def _verify_round(self, req: "_Request", plan: "_Plan") -> tuple:
+        """One target pass over the last token and the drafts, and the verify of its rows:
+        (VerifyResult, address of the first row, the round's Round record so far)."""
+        params, graph = req.params, req.graph
+        # A forbidden draft kept for rejection sampling is never decoded: it is rejected
+        # for certain, and nothing after it is read.
+        batch = [req.context[-1]] + plan.drafts[:len(plan.drafts) - plan.forbidden]
+        t0 = time.perf_counter()
+        if graph is not None and params.penalties_on:
+            graph.set_history(req.context[req.n_prompt:], plan.drafts)
+        addr = self._decode(batch, len(batch))
+        t1 = time.perf_counter()
+        # The penalties look back on what this call generated (llama.cpp's sampler accepts
+        # each sampled token; the prompt is not in its window).
+        history = req.context[req.n_prompt:] if params.penalties_on else None
+        if graph is not None:  # point-mass drafts: the rows' own samples decide
+            n_accepted, emitted = point_mass_result(graph.read(0, len(batch)), plan.drafts)
+            result = VerifyResult(n_accepted, np.asarray(emitted, dtype=np.int32))
+        elif req.constraints is None:
+            result = verify_from_pointer(addr, self.n_vocab, plan.drafts, plan.probs,
+                                         params=params, position=len(req.context),
+                                         penalty_history=history)
+        else:
+            result = self._verify_constrained(req.constraints, addr, len(batch), req.context,
+                                              plan.drafts, plan.probs, plan.states,
+                                              plan.forbidden, params, history)
+        r = Round(bucket=plan.draft.bucket, offered=plan.n_offered, verified=len(plan.drafts),
+                  accepted=result.n_accepted, emitted=result.n_accepted + 1, batch=len(batch),
+                  target_seconds=t1 - t0, verify_seconds=time.perf_counter() - t1,
+                  draft_seconds=plan.draft.seconds)
+        return result, addr, r
+
+    def _roll_back(self, keep: int) -> None:
+        """Drops the KV cells of the rejected drafts: the cache keeps `keep` tokens."""
+        if keep < self.llama.n_tokens:
+            self.decoder.remove_from(keep)
+            self.llama.n_tokens = keep
+
+    def _observe(self, req: "_Request", plan: "_Plan", r: Round, pending: list) -> None:
+        """The round, to the cost model and the statistics."""
+        draft = plan.draft
+        if not self.drafter.free:  # a costly drafter's own cost per token is modelled
+            r.drafter_tokens = len(draft.tokens)
+            r.drafter_seconds = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
+        if not plan.drafts and draft.tokens:  # a plain round: was its draft right?
+            r.shadow_match = draft.tokens[0] == pending[0]
+        self.controller.observe(r)
+        req.stats.add_round(r)
+
+    def _finish_request(self, req: "_Request") -> None:
+        self._detach_graph()
+        stats, constraints = req.stats, req.constraints
+        if constraints is not None:
+            stats.grammar_seconds += constraints.grammar_seconds
+            stats.grammar_rows += constraints.grammar_rows
+            stats.processor_seconds += constraints.processor_seconds
+            constraints.close()
+        stats.cost_model = self.controller.describe()
+        self.total.add(stats)
+        save_ratios(self._cost_file, self.controller.costs.shape_to_save())
+
+
+@dataclass
+class _Request:
+    """One generate call's state, shared by the steps of the loop."""
+
+    params: SamplingParams
+    constraints: Optional[RowConstraints]
+    stopping_criteria: object
+    stats: SpeculationStats
+    prompt: list
+    context: list          # the prompt, then every token emitted so far
+    emitted_rows: bool     # copy each emitted token's logits row into llama.scores (logprobs)
+    prompt_rows: bool      # and every prompt token's (logprobs with echo)
+    graph: Optional[GraphSampler] = None  # the in-graph sampler, when attached
+
+    @property
+    def n_prompt(self) -> int:
+        return len(self.prompt)
+
+
+@dataclass
+class _Plan:
+    """A round's drafts, as the drafter, the cost model and the grammar left them."""
+
+    draft: Draft
+    drafts: list           # to verify; a grammar-forbidden last one is kept only for q
+    probs: object          # their draft probabilities (None: point masses)
+    n_offered: int         # drafts the cost model let through, before the grammar's cut
+    states: Optional[list] = None  # grammar states per verify row
+    forbidden: bool = False        # the last draft is forbidden (rejected for certain)
 
 
 _GENERATE_DEFAULTS = dict(top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.80,
@@ -666,9 +723,6 @@ class SpeculativeLlama(llama_cpp.Llama):
         self.speculation = enable_speculation(self, draft, draft_max=draft_max,
                                               draft_min=draft_min, draft_p_min=draft_p_min,
                                               adaptive=adaptive, sampling=sampling)
-
-    def generate(self, tokens, **kwargs):  # the instance attribute set above takes over
-        return _speculative_generate(self, tokens, **kwargs)
 
     def __call__(self, *args, **kwargs):
         if getattr(self, "_pyspec_closed", False):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from .rounds import Round
+
 
 @dataclass
 class SpeculationStats:
@@ -57,6 +59,20 @@ class SpeculationStats:
     def effective_k(self) -> float:
         """Mean draft length over the forward passes that carried drafts."""
         return self.drafted / self.verify_steps if self.verify_steps else 0.0
+
+    def add_round(self, r: Round) -> None:
+        """Counts one round of the loop (or of a replay)."""
+        self.draft_seconds += r.draft_seconds
+        self.target_seconds += r.target_seconds
+        self.verify_seconds += r.verify_seconds
+        if r.batch > 1:
+            self.verify_steps += 1
+            self.draft_lengths[r.verified] = self.draft_lengths.get(r.verified, 0) + 1
+            self.drafted += r.verified
+            self.accepted += r.accepted
+            self.rejected_steps += r.accepted < r.verified
+        else:
+            self.plain_steps += 1
 
     def add(self, other: "SpeculationStats") -> None:
         for f in fields(self):

@@ -24,7 +24,7 @@ from bench_generation import PROMPTS  # noqa: E402
 
 from pyspec.llama import SpeculativeLlama  # noqa: E402
 from pyspec.llama._decode import BatchDecoder  # noqa: E402
-from pyspec.models import ensure_model  # noqa: E402
+from pyspec.testing.models import ensure_model  # noqa: E402
 
 # speculative: False (plain llama-cpp-python), True (pyspec, draft length fixed at 8) or
 # "adaptive" (pyspec as the benchmark runs it)

@@ -3,7 +3,9 @@
 Given a prompt, the tokens the target emitted after it, and the target's cost per batch size
 (relative to one token), ``replay_lookup`` runs the real ``PromptLookup`` drafter and the real
 ``DraftLengthController`` round by round, as ``Speculation.generate`` does: a draft is
-accepted up to its first token that differs from the recording. It returns the speedup the
+accepted up to its first token that differs from the recording. Each round is a ``Round``
+record, the one the loop fills, given to the controller (``observe``) and the statistics
+(``SpeculationStats.add_round``) as the loop gives it. It returns the speedup the
 loop would reach in cost units. Nothing is timed, so the result is the same on any machine
 and under any load: it is how the tests hold the cost model to "never slower" and how
 drafting strategies can be compared on real outputs before a noisy wall-clock benchmark.
@@ -15,13 +17,16 @@ the recorded draw.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
-from .adaptive import DraftLengthController
-from .drafters import PromptLookup
+from ..llama.adaptive import FREE_DRAFTER, DraftLengthController
+from ..llama.drafters import PromptLookup
+from ..llama.rounds import Round
+from ..llama.stats import SpeculationStats
 
 
 @dataclass
@@ -67,15 +72,15 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
         raise ValueError("replay needs at least one output token")
     drafter = PromptLookup()
     if controller is None:
-        controller = DraftLengthController(0, draft_max, shadowed=shadowed)
+        watch = dataclasses.replace(FREE_DRAFTER, shadowed=shadowed)
+        controller = DraftLengthController(0, draft_max, watch=watch)
         if cost_prior:
             controller.use_cost_prior(cost_prior)
     else:
         controller.new_request()
-        draft_max, shadowed = controller.draft_max, controller.shadowed
-    round_index = 0
+        draft_max = controller.draft_max
+    stats = SpeculationStats()
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
-    result = ReplayResult(0.0, 0, 0, 0, 0, controller)
     while i < len(output):
         context = list(prompt) + list(output[:i])
         draft = drafter.draft(context, draft_max, None, len(context))
@@ -86,20 +91,14 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
             accepted += 1
         cost = batch_cost(costs, k + 1)
         spent += cost
-        observed = cost * (timing(round_index, k + 1) if timing else 1.0)
-        round_index += 1
-        controller.record_target(k + 1, observed)
-        controller.record_acceptance(k, accepted, draft.bucket)
-        emitted = min(accepted + 1, len(output) - i)
-        controller.record_round(draft.bucket, bool(k), emitted, observed)
-        if not k and draft.tokens and shadowed:
-            controller.record_shadow(draft.tokens[0] == output[i], draft.bucket)
-        if k:
-            result.verify_steps += 1
-            result.drafted += k
-            result.accepted += accepted
-        else:
-            result.plain_steps += 1
-        i += emitted
-    result.speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
-    return result
+        observed = cost * (timing(stats.verify_steps + stats.plain_steps, k + 1) if timing else 1.0)
+        r = Round(bucket=draft.bucket, offered=k, verified=k, accepted=accepted,
+                  emitted=min(accepted + 1, len(output) - i), batch=k + 1,
+                  target_seconds=observed, round_seconds=observed,
+                  shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None)
+        controller.observe(r)
+        stats.add_round(r)
+        i += r.emitted
+    speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
+    return ReplayResult(speedup, stats.plain_steps, stats.verify_steps, stats.drafted,
+                        stats.accepted, controller)

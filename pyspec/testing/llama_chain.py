@@ -4,7 +4,7 @@ This is the chain llama-cpp-python builds in ``Llama._init_sampler`` for ``temp 
 (top-k, typical(1.0) = off, top-p, min-p, temperature, dist), applied to one row of logits
 at a time, as ``Llama.generate`` does for every verify row today. pyspec uses it as the
 reference its transforms must match, and benchmarks use it as the baseline to beat.
-Requires ``llama-cpp-python``; nothing else in pyspec imports this module.
+Requires ``llama-cpp-python``; the library never imports this module.
 """
 from __future__ import annotations
 
@@ -12,17 +12,15 @@ import ctypes
 
 import numpy as np
 
-from .params import SamplingParams
+from ..params import SamplingParams
 
 try:
     import llama_cpp
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("pyspec.llama_chain needs llama-cpp-python (pip install "
+    raise ImportError("pyspec.testing.llama_chain needs llama-cpp-python (pip install "
                       "llama-cpp-python==0.3.36)") from exc
 
-# Same layout as struct llama_token_data {int32 id; float logit; float p;}.
-TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
-assert TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
+from ..llama.grammar_state import TOKEN_DATA  # noqa: E402 (after the llama_cpp check)
 
 
 class LlamaCppChain:

