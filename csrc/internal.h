@@ -10,6 +10,9 @@
 
 #include "pyspec.h"
 
+/* The most draft tokens one sequence may carry, on either back end. */
+#define PYSPEC_MAX_DRAFT (1 << 20)
+
 /* Scratch of one worker thread: room for one candidate per vocabulary entry, so no row,
  * whatever its parameters, ever needs an allocation. */
 typedef struct pyspec_scratch {

@@ -19,7 +19,6 @@
 #include "philox.h"
 #include "rules.h"
 
-#define PYSPEC_MAX_DRAFT (1 << 20)
 #define PYSPEC_DRAFT_SUM_TOLERANCE 1e-3
 
 /* q(token) from row `row` of the draft probabilities; 0 for a token a sparse row omits.
@@ -35,7 +34,7 @@ static int draft_q(const pyspec_draft_probs *dp, int64_t row, int32_t token, dou
             if (tokens[j] == token) { value += probs[j]; }
     }
     *q = value;
-    return value >= 0.0f && value <= 1.0001f; /* NaN fails both */
+    return pyspec_draft_q_in_range(value);
 }
 
 /* A sparse draft row is short, so it is checked to be a distribution when its row is
@@ -134,7 +133,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
             float bad_q = 0.0f;
             for (int64_t j = 0; j < dist.n; ++j) {
                 const float q = q_row[dist.token[j]];
-                if (!(q >= 0.0f && q <= 1.0001f) && q_ok) {
+                if (!pyspec_draft_q_in_range(q) && q_ok) {
                     q_ok = 0;
                     bad_token = dist.token[j];
                     bad_q = q;

@@ -125,7 +125,7 @@ static int32_t pow2_at_least(int64_t n) {
  * penalty window and the sparse row width. */
 static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
                                     int64_t *window, int64_t *sparse, pyspec_error *err) {
-    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_CUDA_MAX_DRAFT, err);
+    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_MAX_DRAFT, err);
     if (st != PYSPEC_OK) return st;
     const pyspec_sampling_params *p = &s->params;
     *window = 0;

@@ -600,7 +600,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
         }
         const int32_t x = s.draft[i];
         const float qx = q.q(x);
-        if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) {
+        if (!pyspec_draft_q_in_range(qx) || !(qx > 0.0f)) {
             if (threadIdx.x == 0) {
                 fail_row(my_err, PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_DRAFTED_Q, si, i, 0, x,
                          0.0f, (double)qx);
@@ -623,7 +623,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
                     const int32_t t = (int32_t)(sh.cand_key[j] >> 32);
                     const float qt = q.q(t);
                     sh.cand_r[j] = 0;
-                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; continue; }
                     sh.cand_r[j] = pyspec_fixed_residual(w_short(j), d.total, (double)qt);
                     residual += sh.cand_r[j];
                 }
@@ -632,7 +632,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
                     uint64_t w = d.weight(t);
                     if (!w && !(d.greedy ? t == d.best : d.kept.keeps(r.at(t), t))) continue;
                     float qt = q.q(t);
-                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
+                    if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; continue; }
                     residual += pyspec_fixed_residual(w, d.total, (double)qt);
                 }
             }
