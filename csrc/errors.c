@@ -88,17 +88,49 @@ pyspec_status pyspec_check_penalties(const pyspec_sampling_params *p, int64_t n_
                        ? p->n_penalty_history : p->penalty_last_n;
     for (int64_t j = p->n_penalty_history - used; j < p->n_penalty_history; ++j)
         if (p->penalty_history[j] < 0 || p->penalty_history[j] >= n_vocab)
-            return pyspec_fail(err, PYSPEC_ERR_TOKEN,
-                               "%s.penalty_history[%lld] = %d is outside [0, n_vocab = %lld)",
-                               where, (long long)j, p->penalty_history[j], (long long)n_vocab);
+            return pyspec_fail_history_token(err, where, j, p->penalty_history[j], n_vocab);
     return PYSPEC_OK;
+}
+
+pyspec_status pyspec_check_call_vocab(const void *verifier, int64_t max_vocab, int64_t n_vocab,
+                                      int32_t dtype, pyspec_error *err) {
+    if (!verifier) return pyspec_fail(err, PYSPEC_ERR_NULL, "verifier is NULL");
+    if (dtype != PYSPEC_F32 && dtype != PYSPEC_F16 && dtype != PYSPEC_BF16)
+        return pyspec_fail(err, PYSPEC_ERR_DTYPE, "dtype %d is not F32 (0), F16 (1) or BF16 (2)", dtype);
+    if (n_vocab < 1 || n_vocab > INT32_MAX)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^31), got %lld",
+                           (long long)n_vocab);
+    if (n_vocab > max_vocab)
+        return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
+                           "n_vocab %lld exceeds the verifier's max_vocab %lld",
+                           (long long)n_vocab, (long long)max_vocab);
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_check_sequence_list(const pyspec_sequence *seqs, int64_t n_seqs,
+                                         pyspec_error *err) {
+    if (n_seqs < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_seqs must be >= 0, got %lld", (long long)n_seqs);
+    if (n_seqs > 0 && !seqs) return pyspec_fail(err, PYSPEC_ERR_NULL, "seqs is NULL");
+    return PYSPEC_OK;
+}
+
+void pyspec_name_sequence(int64_t idx, pyspec_sequence_names *names) {
+    snprintf(names->seq, sizeof names->seq, "seqs[%lld]", (long long)idx);
+    snprintf(names->params, sizeof names->params, "%s.params", names->seq);
+}
+
+pyspec_status pyspec_fail_in_sequence(pyspec_error *err, pyspec_status status, int64_t idx,
+                                      const char *row_message) {
+    pyspec_sequence_names names;
+    pyspec_name_sequence(idx, &names);
+    return pyspec_fail(err, status, "%s: %s", names.seq, row_message);
 }
 
 pyspec_status pyspec_check_sequence_shape(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
                                           int64_t max_draft, pyspec_error *err) {
-    char where[64], pwhere[80];
-    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
-    snprintf(pwhere, sizeof pwhere, "%s.params", where);
+    pyspec_sequence_names names;
+    pyspec_name_sequence(idx, &names);
+    const char *where = names.seq, *pwhere = names.params;
     if (!s->target_logits) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.target_logits is NULL", where);
     if (!s->out_tokens) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_tokens is NULL", where);
     if (!s->out_n_accepted) return pyspec_fail(err, PYSPEC_ERR_NULL, "%s.out_n_accepted is NULL", where);
@@ -149,4 +181,45 @@ pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t r
                        "-inf are allowed)",
                        where, (long long)row, isnan(bad->value) ? "NaN" : "+inf",
                        (long long)bad->index);
+}
+
+/* The common end of the token-range messages; `name` is the offending element. */
+static pyspec_status fail_token_outside(pyspec_error *err, const char *name, int32_t token,
+                                        int64_t n_vocab) {
+    return pyspec_fail(err, PYSPEC_ERR_TOKEN, "%s = %d is outside [0, n_vocab = %lld)", name,
+                       token, (long long)n_vocab);
+}
+
+pyspec_status pyspec_fail_history_token(pyspec_error *err, const char *where, int64_t index,
+                                        int32_t token, int64_t n_vocab) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.penalty_history[%lld]", where, (long long)index);
+    return fail_token_outside(err, name, token, n_vocab);
+}
+
+pyspec_status pyspec_fail_draft_token(pyspec_error *err, const char *where, int64_t index,
+                                      int32_t token, int64_t n_vocab) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.draft_tokens[%lld]", where, (long long)index);
+    return fail_token_outside(err, name, token, n_vocab);
+}
+
+pyspec_status pyspec_fail_sparse_token(pyspec_error *err, const char *where, int64_t row,
+                                       int64_t entry, int32_t token, int64_t n_vocab) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.draft_probs token [%lld][%lld]", where, (long long)row,
+             (long long)entry);
+    return fail_token_outside(err, name, token, n_vocab);
+}
+
+pyspec_status pyspec_fail_drafted_q(pyspec_error *err, int64_t row, int32_t token, double q) {
+    return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                       "draft_probs row %lld gives the drafted token %d probability %g; it must "
+                       "be in (0, 1]", (long long)row, token, q);
+}
+
+pyspec_status pyspec_fail_kept_q(pyspec_error *err, int64_t row, int32_t token, double q) {
+    return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
+                       "draft_probs row %lld gives token %d probability %g; it must be in [0, 1]",
+                       (long long)row, token, q);
 }

@@ -10,6 +10,9 @@
 
 #include "pyspec.h"
 
+/* The most draft tokens one sequence may carry, on either back end. */
+#define PYSPEC_MAX_DRAFT (1 << 20)
+
 /* Scratch of one worker thread: room for one candidate per vocabulary entry, so no row,
  * whatever its parameters, ever needs an allocation. */
 typedef struct pyspec_scratch {
@@ -146,8 +149,47 @@ pyspec_status pyspec_check_sequence_shape(const pyspec_sequence *s, int64_t idx,
 pyspec_status pyspec_check_penalties(const pyspec_sampling_params *params, int64_t n_vocab,
                                      int64_t n_draft, const char *where, pyspec_error *err);
 
+/* The checks at the start of a call that are the same for the CPU and CUDA verifiers: the
+ * verifier exists (`verifier` is only compared with NULL; the caller reads its max_vocab),
+ * the dtype is known, and n_vocab is in range and within the verifier's max_vocab. */
+pyspec_status pyspec_check_call_vocab(const void *verifier, int64_t max_vocab, int64_t n_vocab,
+                                      int32_t dtype, pyspec_error *err);
+
+/* n_seqs >= 0, and seqs is not NULL when there are sequences. */
+pyspec_status pyspec_check_sequence_list(const pyspec_sequence *seqs, int64_t n_seqs,
+                                         pyspec_error *err);
+
+/* How messages name sequence idx: "seqs[idx]" and its parameters "seqs[idx].params". */
+typedef struct pyspec_sequence_names {
+    char seq[64];
+    char params[80];
+} pyspec_sequence_names;
+void pyspec_name_sequence(int64_t idx, pyspec_sequence_names *names);
+
+/* Prefixes a row's message with the sequence it belongs to ("seqs[idx]: ..."): a failure
+ * found while resolving rows, after the whole call was checked. */
+pyspec_status pyspec_fail_in_sequence(pyspec_error *err, pyspec_status status, int64_t idx,
+                                      const char *row_message);
+
+/* The messages of failures that both back ends find, each worded once here. The CPU path
+ * finds them itself; the CUDA back end gets them from the device's error record (api.cu).
+ * `where` names the owner of the field: "seqs[2]" (draft tokens) or "seqs[2].params"
+ * (penalty history). */
+pyspec_status pyspec_fail_history_token(pyspec_error *err, const char *where, int64_t index,
+                                        int32_t token, int64_t n_vocab);
+pyspec_status pyspec_fail_draft_token(pyspec_error *err, const char *where, int64_t index,
+                                      int32_t token, int64_t n_vocab);
+pyspec_status pyspec_fail_sparse_token(pyspec_error *err, const char *where, int64_t row,
+                                       int64_t entry, int32_t token, int64_t n_vocab);
+
 /* Describes a bad logit for an error message. */
 pyspec_status pyspec_fail_logits(pyspec_error *err, const char *where, int64_t row,
                                  const pyspec_bad_logit *bad);
+
+/* The drafted token's own q is not in (0, 1] (row of the draft probabilities). */
+pyspec_status pyspec_fail_drafted_q(pyspec_error *err, int64_t row, int32_t token, double q);
+
+/* A token of the target's kept set has a q outside [0, 1] (met on a rejection). */
+pyspec_status pyspec_fail_kept_q(pyspec_error *err, int64_t row, int32_t token, double q);
 
 #endif /* PYSPEC_INTERNAL_H */

@@ -15,6 +15,15 @@
 
 #define PYSPEC_FLOAT_MAX 3.40282346638528859811704183484516925e+38f
 
+/* The largest probability a draft row may give one token: 1 with room for the rounding of
+ * a draft model's float softmax, which can put a near-certain token slightly above 1. */
+#define PYSPEC_DRAFT_Q_MAX 1.0001f
+
+/* Whether q is usable as a draft probability: in [0, PYSPEC_DRAFT_Q_MAX] (NaN is not). */
+PYSPEC_HD int pyspec_draft_q_in_range(float q) {
+    return q >= 0.0f && q <= PYSPEC_DRAFT_Q_MAX;
+}
+
 /* Rank order of candidates: higher logit first, ties to the lower token id. A total order,
  * so no result depends on the order in which candidates were found. */
 PYSPEC_HD int pyspec_ranks_before(float la, int32_t ta, float lb, int32_t tb) {

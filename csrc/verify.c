@@ -9,7 +9,6 @@
  * the same for every thread count.
  */
 #include <math.h>
-#include <stdio.h>
 
 #ifdef _OPENMP
 #  include <omp.h>
@@ -20,7 +19,6 @@
 #include "philox.h"
 #include "rules.h"
 
-#define PYSPEC_MAX_DRAFT (1 << 20)
 #define PYSPEC_DRAFT_SUM_TOLERANCE 1e-3
 
 /* q(token) from row `row` of the draft probabilities; 0 for a token a sparse row omits.
@@ -36,7 +34,7 @@ static int draft_q(const pyspec_draft_probs *dp, int64_t row, int32_t token, dou
             if (tokens[j] == token) { value += probs[j]; }
     }
     *q = value;
-    return value >= 0.0f && value <= 1.0001f; /* NaN fails both */
+    return pyspec_draft_q_in_range(value);
 }
 
 /* A sparse draft row is short, so it is checked to be a distribution when its row is
@@ -111,10 +109,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
         }
         double qx;
         if (!draft_q(seq->draft_probs, i, x, &qx) || !(qx > 0.0))
-            return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
-                               "draft_probs row %lld gives the drafted token %d probability %g;"
-                               " it must be in (0, 1]",
-                               (long long)i, x, qx);
+            return pyspec_fail_drafted_q(err, i, x, qx);
         const double px = pyspec_dist_prob(&dist, x);
         const double u = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_ACCEPT);
         if (pyspec_accepts(u, qx, px)) {
@@ -138,7 +133,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
             float bad_q = 0.0f;
             for (int64_t j = 0; j < dist.n; ++j) {
                 const float q = q_row[dist.token[j]];
-                if (!(q >= 0.0f && q <= 1.0001f) && q_ok) {
+                if (!pyspec_draft_q_in_range(q) && q_ok) {
                     q_ok = 0;
                     bad_token = dist.token[j];
                     bad_q = q;
@@ -150,11 +145,7 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
                 const int32_t *q_tok = dp->tokens + i * dp->row_stride;
                 for (int64_t j = 0; j < dp->n_per_row; ++j) scratch->draft_q[q_tok[j]] = 0.0f;
             }
-            if (!q_ok)
-                return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
-                                   "draft_probs row %lld gives token %d probability %g;"
-                                   " it must be in [0, 1]",
-                                   (long long)i, bad_token, (double)bad_q);
+            if (!q_ok) return pyspec_fail_kept_q(err, i, bad_token, (double)bad_q);
             const double u_res = pyspec_uniform_keyed(p->seed, pos, PYSPEC_PURPOSE_RESIDUAL);
             if (residual > 0) {
                 dist.total = residual;
@@ -184,26 +175,20 @@ static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64
     pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_MAX_DRAFT, err);
     if (st != PYSPEC_OK) return st;
     /* The token ids, which live in host memory here. */
-    char where[64], pwhere[80];
-    snprintf(where, sizeof where, "seqs[%lld]", (long long)idx);
-    snprintf(pwhere, sizeof pwhere, "%s.params", where);
-    st = pyspec_check_penalties(&s->params, n_vocab, s->n_draft, pwhere, err);
+    pyspec_sequence_names names;
+    pyspec_name_sequence(idx, &names);
+    st = pyspec_check_penalties(&s->params, n_vocab, s->n_draft, names.params, err);
     if (st != PYSPEC_OK) return st;
     for (int64_t i = 0; i < s->n_draft; ++i)
         if (s->draft_tokens[i] < 0 || s->draft_tokens[i] >= n_vocab)
-            return pyspec_fail(err, PYSPEC_ERR_TOKEN,
-                               "%s.draft_tokens[%lld] = %d is outside [0, n_vocab = %lld)", where,
-                               (long long)i, s->draft_tokens[i], (long long)n_vocab);
+            return pyspec_fail_draft_token(err, names.seq, i, s->draft_tokens[i], n_vocab);
     const pyspec_draft_probs *dp = s->draft_probs;
     if (dp && s->n_draft > 0 && dp->tokens) {
         for (int64_t i = 0; i < s->n_draft; ++i)
             for (int64_t j = 0; j < dp->n_per_row; ++j) {
                 int32_t t = dp->tokens[i * dp->row_stride + j];
                 if (t < 0 || t >= n_vocab)
-                    return pyspec_fail(err, PYSPEC_ERR_TOKEN,
-                                       "%s.draft_probs token [%lld][%lld] = %d is outside "
-                                       "[0, n_vocab = %lld)",
-                                       where, (long long)i, (long long)j, t, (long long)n_vocab);
+                    return pyspec_fail_sparse_token(err, names.seq, i, j, t, n_vocab);
             }
     }
     return PYSPEC_OK;
@@ -211,16 +196,8 @@ static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64
 
 static pyspec_status check_call(const pyspec_verifier *v, int64_t n_vocab, int32_t dtype,
                                 int32_t n_threads, pyspec_error *err) {
-    if (!v) return pyspec_fail(err, PYSPEC_ERR_NULL, "verifier is NULL");
-    if (dtype != PYSPEC_F32 && dtype != PYSPEC_F16 && dtype != PYSPEC_BF16)
-        return pyspec_fail(err, PYSPEC_ERR_DTYPE, "dtype %d is not F32 (0), F16 (1) or BF16 (2)", dtype);
-    if (n_vocab < 1 || n_vocab > INT32_MAX)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^31), got %lld",
-                           (long long)n_vocab);
-    if (n_vocab > v->max_vocab)
-        return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
-                           "n_vocab %lld exceeds the verifier's max_vocab %lld",
-                           (long long)n_vocab, (long long)v->max_vocab);
+    pyspec_status st = pyspec_check_call_vocab(v, v ? v->max_vocab : 0, n_vocab, dtype, err);
+    if (st != PYSPEC_OK) return st;
     if (n_threads < 1 || n_threads > v->max_threads)
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
                            "n_threads must be in [1, %d] for this verifier, got %d",
@@ -233,8 +210,8 @@ pyspec_status pyspec_verify_batch(pyspec_verifier *v, const pyspec_sequence *seq
                                   int32_t n_threads, pyspec_error *err) {
     pyspec_status st = check_call(v, n_vocab, dtype, n_threads, err);
     if (st != PYSPEC_OK) return st;
-    if (n_seqs < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_seqs must be >= 0, got %lld", (long long)n_seqs);
-    if (n_seqs > 0 && !seqs) return pyspec_fail(err, PYSPEC_ERR_NULL, "seqs is NULL");
+    st = pyspec_check_sequence_list(seqs, n_seqs, err);
+    if (st != PYSPEC_OK) return st;
     int64_t total_rows = 0;
     for (int64_t s = 0; s < n_seqs; ++s) {
         st = check_sequence(&seqs[s], s, n_vocab, err);
@@ -283,7 +260,7 @@ pyspec_status pyspec_verify_batch(pyspec_verifier *v, const pyspec_sequence *seq
             int stops;
             pyspec_error row_err = { 0, { 0 } };
             st = resolve_row(seq, stop, n_vocab, dtype, &v->scratch[0], &stops, &row_err);
-            return pyspec_fail(err, st, "seqs[%lld]: %s", (long long)s, row_err.message);
+            return pyspec_fail_in_sequence(err, st, s, row_err.message);
         }
     }
     return PYSPEC_OK;

@@ -125,7 +125,7 @@ static int32_t pow2_at_least(int64_t n) {
  * penalty window and the sparse row width. */
 static pyspec_status check_sequence(const pyspec_sequence *s, int64_t idx, int64_t n_vocab,
                                     int64_t *window, int64_t *sparse, pyspec_error *err) {
-    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_CUDA_MAX_DRAFT, err);
+    pyspec_status st = pyspec_check_sequence_shape(s, idx, n_vocab, PYSPEC_MAX_DRAFT, err);
     if (st != PYSPEC_OK) return st;
     const pyspec_sampling_params *p = &s->params;
     *window = 0;
@@ -151,16 +151,10 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
                                                   const pyspec_sequence *seqs, int64_t n_seqs,
                                                   int64_t n_vocab, int32_t dtype, void *stream,
                                                   pyspec_error *err) {
-    if (!v) return pyspec_fail(err, PYSPEC_ERR_NULL, "verifier is NULL");
-    if (dtype != PYSPEC_F32 && dtype != PYSPEC_F16 && dtype != PYSPEC_BF16)
-        return pyspec_fail(err, PYSPEC_ERR_DTYPE, "dtype %d is not F32 (0), F16 (1) or BF16 (2)", dtype);
-    if (n_vocab < 1 || n_vocab > INT32_MAX)
-        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_vocab must be in [1, 2^31), got %lld", (long long)n_vocab);
-    if (n_vocab > v->max_vocab)
-        return pyspec_fail(err, PYSPEC_ERR_CAPACITY, "n_vocab %lld exceeds the verifier's max_vocab %lld",
-                           (long long)n_vocab, (long long)v->max_vocab);
-    if (n_seqs < 0) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_seqs must be >= 0, got %lld", (long long)n_seqs);
-    if (n_seqs > 0 && !seqs) return pyspec_fail(err, PYSPEC_ERR_NULL, "seqs is NULL");
+    pyspec_status checked = pyspec_check_call_vocab(v, v ? v->max_vocab : 0, n_vocab, dtype, err);
+    if (checked != PYSPEC_OK) return checked;
+    checked = pyspec_check_sequence_list(seqs, n_seqs, err);
+    if (checked != PYSPEC_OK) return checked;
     if (n_seqs > v->max_seqs)
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY, "n_seqs %lld exceeds the verifier's max_seqs %lld",
                            (long long)n_seqs, (long long)v->max_seqs);
@@ -214,40 +208,41 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
     return PYSPEC_OK;
 }
 
-/* The CPU path's message for a device-side failure. */
+/* The CPU path's message for a device-side failure, from the same builders (errors.c).
+ * Token ids are checked before any row runs, so their messages name the field alone; a
+ * row's failure is named after its sequence, as verify.c reports it. */
 static pyspec_status report(const pyspec_cuda_err *e, pyspec_error *err) {
-    const long long s = (long long)e->seq;
+    pyspec_sequence_names names;
+    pyspec_name_sequence(e->seq, &names);
+    const int64_t n_vocab = (int64_t)e->q; /* the token kinds carry n_vocab in q */
+    pyspec_error row_err = { 0, { 0 } };
+    pyspec_bad_logit bad = { e->index, e->value };
+    pyspec_status status;
     switch (e->kind) {
     case PYSPEC_CUDA_ERR_HISTORY_TOKEN:
-        return pyspec_fail(err, PYSPEC_ERR_TOKEN, "seqs[%lld].params.penalty_history[%lld] = %d is outside [0, n_vocab = %lld)",
-                           s, (long long)e->index, e->token, (long long)e->q);
+        return pyspec_fail_history_token(err, names.params, e->index, e->token, n_vocab);
     case PYSPEC_CUDA_ERR_DRAFT_TOKEN:
-        return pyspec_fail(err, PYSPEC_ERR_TOKEN, "seqs[%lld].draft_tokens[%lld] = %d is outside [0, n_vocab = %lld)",
-                           s, (long long)e->index, e->token, (long long)e->q);
+        return pyspec_fail_draft_token(err, names.seq, e->index, e->token, n_vocab);
     case PYSPEC_CUDA_ERR_SPARSE_TOKEN:
-        return pyspec_fail(err, PYSPEC_ERR_TOKEN, "seqs[%lld].draft_probs token [%lld][%lld] = %d is outside [0, n_vocab = %lld)",
-                           s, (long long)e->row, (long long)e->index, e->token, (long long)e->q);
+        return pyspec_fail_sparse_token(err, names.seq, e->row, e->index, e->token, n_vocab);
     case PYSPEC_CUDA_ERR_LOGIT:
-        return pyspec_fail(err, PYSPEC_ERR_LOGITS,
-                           "seqs[%lld]: target_logits row %lld holds %s at vocabulary index %lld (only finite "
-                           "values and -inf are allowed)",
-                           s, (long long)e->row, isnan(e->value) ? "NaN" : "+inf", (long long)e->index);
+        status = pyspec_fail_logits(&row_err, "target_logits", e->row, &bad);
+        break;
     case PYSPEC_CUDA_ERR_NO_FINITE:
-        return pyspec_fail(err, PYSPEC_ERR_LOGITS,
-                           "seqs[%lld]: target_logits row %lld has no finite logit (every entry is -inf)",
-                           s, (long long)e->row);
+        bad.index = -1;
+        status = pyspec_fail_logits(&row_err, "target_logits", e->row, &bad);
+        break;
     case PYSPEC_CUDA_ERR_DRAFTED_Q:
-        return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
-                           "seqs[%lld]: draft_probs row %lld gives the drafted token %d probability %g;"
-                           " it must be in (0, 1]",
-                           s, (long long)e->row, e->token, e->q);
+        status = pyspec_fail_drafted_q(&row_err, e->row, e->token, e->q);
+        break;
     case PYSPEC_CUDA_ERR_Q:
-        return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
-                           "seqs[%lld]: draft_probs row %lld gives token %d probability %g; it must be in [0, 1]",
-                           s, (long long)e->row, e->token, e->q);
+        status = pyspec_fail_kept_q(&row_err, e->row, e->token, e->q);
+        break;
     default:
-        return pyspec_fail(err, (pyspec_status)e->status, "seqs[%lld]: device-side failure (kind %d)", s, e->kind);
+        return pyspec_fail(err, (pyspec_status)e->status, "%s: device-side failure (kind %d)",
+                           names.seq, e->kind);
     }
+    return pyspec_fail_in_sequence(err, status, e->seq, row_err.message);
 }
 
 extern "C" pyspec_status pyspec_cuda_verifier_last_error(pyspec_cuda_verifier *v, void *stream,

@@ -19,7 +19,6 @@ extern "C" {
 
 #define PYSPEC_CUDA_THREADS 512          /* threads of a row block                      */
 #define PYSPEC_CUDA_MAX_SPARSE 4096      /* entries of one sparse draft row (shared mem) */
-#define PYSPEC_CUDA_MAX_DRAFT (1 << 20)  /* as the CPU path                              */
 
 /* One sequence as the kernels see it: every pointer is a device pointer. */
 typedef struct pyspec_cuda_seq {

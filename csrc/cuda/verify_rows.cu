@@ -24,6 +24,10 @@
  * usually resident in L2); nothing vocabulary-sized is written. tests/cuda_emu runs this
  * kernel on the host against a plain implementation of the rules.
  *
+ * The kernel reads as verify.c's resolve_row, one device function per step: penalised_row
+ * (the penalty window), scan_row (validity and maximum), build_dist (steps 2-5),
+ * choose_token (accept, or draw the sample / corrective token) and raw_logprob.
+ *
  * Rows behind a known rejection are skipped: a block first reads its sequence's
  * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
  * is already below its row.
@@ -281,6 +285,11 @@ struct Dist {
     }
 };
 
+/* The short-list path. After the top-k select, gathers the (at most CAND_MAX) top-k
+ * survivors, ranks them, applies top-p and min-p to the ranked list and computes their
+ * weights; leaves the kept ones in id order in cand_key (id << 32 | rank) with their
+ * weights in cand_w (by rank). Returns the number kept; sets d->kept.p to the last kept
+ * candidate, so d->weight() agrees, and d->total. */
 static __device__ int32_t compact_kept(const pyspec_cuda_seq &s, Dist *d, Shared &sh) {
     const Row &r = d->row;
     if (threadIdx.x == 0) sh.n_cand = 0;
@@ -389,13 +398,6 @@ static __device__ int32_t draw_in_id_order(int64_t V, const WeightF &weight, uin
     return r;
 }
 
-/* The short-list path. After the top-k select, gathers the (at most CAND_MAX) top-k
- * survivors, ranks them, applies top-p and min-p to the ranked list and computes their
- * weights; leaves the kept ones in id order in cand_key (id << 32 | rank) with their
- * weights in cand_w (by rank). Returns the number kept; sets d->kept.p to the last kept
- * candidate, so d->weight() agrees, and d->total. */
-struct Dist;
-
 /* First entry (in id order) of the short list whose running sum of w exceeds target. */
 template <typename WeightF>
 static __device__ int32_t draw_short(int32_t m, const WeightF &w, uint64_t target, Shared &sh) {
@@ -428,6 +430,308 @@ static __device__ void fail_row(pyspec_cuda_err *e, int32_t status, int32_t kind
     e->status = status;
 }
 
+/* The row a block resolves: its sequence, its index there, and where its failure goes. */
+struct RowTask {
+    const pyspec_cuda_seq *seq;
+    int64_t                seq_index;
+    int64_t                row;
+    pyspec_cuda_err       *err;
+
+    /* Ends the row as failed: thread 0 records the error, marks the row's token and stops
+     * the sequence there (the finish kernel reports the first failure in the CPU's order).
+     * Every thread calls it and then returns. */
+    __device__ void fail(int32_t status, int32_t kind, int64_t index, int32_t token, float value,
+                         double q) const {
+        if (threadIdx.x != 0) return;
+        fail_row(err, status, kind, seq_index, row, index, token, value, q);
+        seq->out_tokens[row] = -1;
+        atomicMin((long long *)seq->out_n_accepted, (long long)row);
+    }
+};
+
+/* The sequence owning row g among all rows of the call (row_base ascends). */
+static __device__ __forceinline__ int64_t owning_sequence(const pyspec_cuda_seq *seqs,
+                                                          int64_t n_seqs, int64_t g) {
+    int64_t lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        int64_t m = (lo + hi + 1) >> 1;
+        if (seqs[m].row_base <= g) lo = m; else hi = m - 1;
+    }
+    return lo;
+}
+
+/* Penalties (penalties.c: pyspec_row_penalties): row i's logits with its penalty window, the
+ * last pen_last_n tokens of the history followed by drafts[0..i), sorted into `win` in
+ * shared memory, with the bloom filter that lets most tokens skip the lookup. */
+static __device__ __forceinline__ Row penalised_row(const pyspec_cuda_seq &s, int64_t i, int64_t V,
+                                                    int32_t dtype, int32_t window_cap,
+                                                    int32_t *win, Shared &sh) {
+    Row r;
+    r.data = (const char *)s.logits + (size_t)(i * s.row_stride) * (dtype == PYSPEC_F32 ? 4 : 2);
+    r.dtype = dtype;
+    r.V = V;
+    r.win = win;
+    r.win_n = 0;
+    r.bloom = sh.bloom;
+    r.repeat = s.pen_repeat;
+    r.freq = s.pen_freq;
+    r.present = s.pen_present;
+    if (!s.pen_on) return r;
+    const int64_t total = s.n_history + i;
+    int64_t len = s.pen_last_n < 0 ? total : (total < s.pen_last_n ? total : s.pen_last_n);
+    if (len > window_cap) len = window_cap; /* checked on the host */
+    for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.bloom[c] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < window_cap; j += blockDim.x) {
+        int32_t tok = INT32_MAX;
+        if (j < len) {
+            int64_t idx = total - len + j;
+            tok = idx < s.n_history ? s.history[idx] : s.draft[idx - s.n_history];
+            atomicOr(&sh.bloom[(tok >> 5) & 255], 1u << (tok & 31));
+        }
+        win[j] = tok;
+    }
+    if (len > 0) block_bitonic_sort(win, window_cap);
+    __syncthreads();
+    r.win_n = (int32_t)len;
+    return r;
+}
+
+/* What one pass over a row finds (row_scan.c's scans): the first NaN / +inf, the maximum
+ * penalised logit with its token, and how many finite candidates there are. */
+struct RowScan {
+    int64_t            bad;      /* first invalid index; INT64_MAX: none */
+    unsigned long long best_key; /* float key << 32 | (~id): larger ranks earlier; 0: no finite logit */
+    long long          n_finite;
+};
+
+static __device__ __forceinline__ RowScan scan_row(const Row &r) {
+    RowScan scan = { INT64_MAX, 0, 0 };
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        float raw = load_logit(r.data, r.dtype, t);
+        if (isnan(raw) || raw == INFINITY) { if (t < scan.bad) scan.bad = t; continue; }
+        float l = r.penalise(t, raw);
+        if (!(l > -INFINITY)) continue;
+        ++scan.n_finite;
+        unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
+        if (k > scan.best_key) scan.best_key = k;
+    }
+    scan.bad = block_reduce(scan.bad, MinOp());
+    scan.best_key = block_reduce(scan.best_key, MaxOp());
+    scan.n_finite = block_reduce(scan.n_finite, SumOp());
+    return scan;
+}
+
+/* top-p over the whole row (the top-k survivors, when top-k is on): the nucleus of the
+ * untempered masses. */
+static __device__ __forceinline__ void apply_top_p(const pyspec_cuda_seq &s, Dist &d, Shared &sh) {
+    const Row &r = d.row;
+    unsigned long long z = 0;
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        float l = r.at(t);
+        if (l > -INFINITY && d.kept.k.keeps(float_key(l), t)) z += nucleus_mass(l, d.max_logit, d.shift);
+    }
+    z = block_reduce(z, SumOp());
+    d.kept.p = select_nucleus(r, d.kept.k, d.max_logit, d.shift, (double)s.top_p * (double)z, sh);
+}
+
+/* The integer total of the tempered fixed-point weights over the kept set. */
+static __device__ __forceinline__ uint64_t total_weight(const Dist &d) {
+    unsigned long long total = 0;
+    for (int64_t t = threadIdx.x; t < d.row.V; t += blockDim.x) total += d.weight(t);
+    return block_reduce(total, SumOp());
+}
+
+/* The transformed distribution (distribution.c: pyspec_build_dist) of a scanned row: the
+ * temperature, the kept set (top-k, then top-p and min-p) and the total of its weights.
+ * Returns the length of the short list when the kept set lives in shared memory (top-k on
+ * with at most CAND_MAX survivors), else -1. */
+static __device__ __forceinline__ int32_t build_dist(const pyspec_cuda_seq &s, const Row &r,
+                                                     const RowScan &scan, Dist &d, Shared &sh) {
+    d.row = r;
+    d.best = (int32_t)(0xffffffffu - (uint32_t)(scan.best_key & 0xffffffffu));
+    d.max_logit = key_float((uint32_t)(scan.best_key >> 32));
+    d.greedy = !(s.temperature > 0.0f);
+    d.temperature = s.temperature;
+    d.shift = pyspec_weight_shift(r.V);
+    d.kept.k.all = 1;
+    d.kept.p.all = 1;
+    d.kept.min_p_on = 0;
+    d.kept.threshold = -INFINITY;
+    if (d.greedy) {
+        d.total = (uint64_t)1 << d.shift;
+        return -1;
+    }
+    const bool top_k_on = s.top_k > 0 && s.top_k < r.V;
+    if (top_k_on && scan.n_finite > s.top_k) d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
+    if (top_k_on && (scan.n_finite < s.top_k ? scan.n_finite : s.top_k) <= CAND_MAX)
+        return compact_kept(s, &d, sh);
+    if (s.top_p < 1.0f) apply_top_p(s, d, sh);
+    if (s.min_p > 0.0f) {
+        d.kept.min_p_on = 1;
+        d.kept.threshold = d.max_logit + s.log_min_p; /* pyspec_min_p_threshold, log on the host */
+    }
+    d.total = total_weight(d);
+    return -1;
+}
+
+/* The weight of entry j (in id order) of the short list. */
+static __device__ __forceinline__ unsigned long long short_weight(const Shared &sh, int32_t j) {
+    return sh.cand_w[sh.cand_key[j] & 0xffffffffu];
+}
+
+/* An inverse-CDF draw from the row's distribution with the uniform u. */
+static __device__ __forceinline__ int32_t draw_from_dist(const Dist &d, int32_t n_short, double u,
+                                                         Shared &sh) {
+    const uint64_t target = pyspec_draw_target(u, d.total);
+    if (d.greedy) return d.best;
+    if (n_short >= 0)
+        return draw_short(n_short, [&](int32_t j) -> unsigned long long { return short_weight(sh, j); },
+                          target, sh);
+    return draw_in_id_order(d.row.V, [&](int64_t t) -> unsigned long long { return d.weight(t); },
+                            target, sh);
+}
+
+/* q of draft row i: a dense row as it is; a sparse row's (token, entry) pairs sorted into
+ * shared memory, with each token's q summed in entry order. */
+static __device__ __forceinline__ DraftRow load_draft_row(const pyspec_cuda_seq &s, int64_t i,
+                                                          int32_t sparse_cap,
+                                                          unsigned long long *sp_keys,
+                                                          float *sp_sums) {
+    DraftRow q;
+    q.sparse = s.q_tokens != NULL;
+    q.probs = s.q_probs + i * s.q_stride;
+    q.keys = sp_keys;
+    q.sums = sp_sums;
+    q.n = s.q_n;
+    if (!q.sparse) return q;
+    const int32_t *tok = s.q_tokens + i * s.q_stride;
+    for (int j = threadIdx.x; j < sparse_cap; j += blockDim.x)
+        sp_keys[j] = j < s.q_n ? ((unsigned long long)(uint32_t)tok[j] << 32) | (unsigned)j : ~0ull;
+    block_bitonic_sort(sp_keys, sparse_cap);
+    for (int j = threadIdx.x; j < s.q_n; j += blockDim.x) {
+        unsigned long long t = sp_keys[j] >> 32;
+        if (j > 0 && (sp_keys[j - 1] >> 32) == t) continue;
+        float sum = 0.0f;
+        for (int m = j; m < s.q_n && (sp_keys[m] >> 32) == t; ++m)
+            sum += q.probs[sp_keys[m] & 0xffffffffu];
+        sp_sums[j] = sum;
+    }
+    __syncthreads();
+    return q;
+}
+
+/* The residual max(0, p - q) over the kept set as fixed-point weights
+ * pyspec_fixed_residual(W_t, total, q_t), summed into *residual; the short list keeps each
+ * in sh.cand_r, the row path recomputes them when it draws. q is checked on the kept set,
+ * as on the CPU: returns the lowest token whose q is not a probability, or LLONG_MAX. */
+static __device__ __forceinline__ long long sum_residual(const Dist &d, int32_t n_short,
+                                                         const DraftRow &q, Shared &sh,
+                                                         unsigned long long *residual) {
+    unsigned long long sum = 0;
+    long long bad_q = LLONG_MAX;
+    if (n_short >= 0) { /* the short list, in id order */
+        for (int32_t j = threadIdx.x; j < n_short; j += blockDim.x) {
+            const int32_t t = (int32_t)(sh.cand_key[j] >> 32);
+            const float qt = q.q(t);
+            sh.cand_r[j] = 0;
+            if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; continue; }
+            sh.cand_r[j] = pyspec_fixed_residual(short_weight(sh, j), d.total, (double)qt);
+            sum += sh.cand_r[j];
+        }
+    } else {
+        for (int64_t t = threadIdx.x; t < d.row.V; t += blockDim.x) {
+            uint64_t w = d.weight(t);
+            if (!w && !(d.greedy ? t == d.best : d.kept.keeps(d.row.at(t), t))) continue;
+            float qt = q.q(t);
+            if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; continue; }
+            sum += pyspec_fixed_residual(w, d.total, (double)qt);
+        }
+    }
+    bad_q = block_reduce(bad_q, MinOp());
+    *residual = block_reduce(sum, SumOp());
+    return bad_q;
+}
+
+/* The corrective token after a rejection: drawn from the residual, or from p itself when
+ * p <= q on the whole support (the residual is then empty). */
+static __device__ __forceinline__ int32_t draw_corrective(const Dist &d, int32_t n_short,
+                                                          const DraftRow &q,
+                                                          unsigned long long residual,
+                                                          double u_res, Shared &sh) {
+    if (residual == 0) return draw_from_dist(d, n_short, u_res, sh);
+    const uint64_t target = pyspec_draw_target(u_res, residual);
+    if (n_short >= 0)
+        return draw_short(n_short, [&](int32_t j) -> unsigned long long { return sh.cand_r[j]; },
+                          target, sh);
+    const uint64_t total = d.total;
+    auto residual_of = [&](int64_t t) -> unsigned long long {
+        uint64_t w = d.weight(t);
+        return w ? pyspec_fixed_residual(w, total, (double)q.q(t)) : 0;
+    };
+    return draw_in_id_order(d.row.V, residual_of, target, sh);
+}
+
+/* The token row i emits (verify.c: resolve_row) and whether it ends the sequence: the bonus
+ * row and point-mass drafts draw from p; otherwise modified rejection sampling accepts the
+ * draft or draws the corrective token. Returns false, the failure recorded, when q is not a
+ * probability where it is read. */
+static __device__ __forceinline__ bool choose_token(const RowTask &task, const Dist &d,
+                                                    int32_t n_short, int32_t sparse_cap,
+                                                    unsigned long long *sp_keys, float *sp_sums,
+                                                    Shared &sh, int32_t *token, int *stops) {
+    const pyspec_cuda_seq &s = *task.seq;
+    const int64_t i = task.row;
+    const int64_t pos = s.position + i;
+    if (i == s.n_draft || !s.q_probs) { /* bonus row, or a point-mass draft */
+        *token = draw_from_dist(d, n_short, pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_SAMPLE), sh);
+        *stops = i == s.n_draft || *token != s.draft[i];
+        return true;
+    }
+    const DraftRow q = load_draft_row(s, i, sparse_cap, sp_keys, sp_sums);
+    const int32_t x = s.draft[i];
+    const float qx = q.q(x);
+    if (!pyspec_draft_q_in_range(qx) || !(qx > 0.0f)) {
+        task.fail(PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_DRAFTED_Q, 0, x, 0.0f, (double)qx);
+        return false;
+    }
+    const double px = (double)d.weight(x) / (double)d.total;
+    const double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_ACCEPT);
+    if (pyspec_accepts(u, (double)qx, px)) {
+        *token = x;
+        *stops = 0;
+        return true;
+    }
+    unsigned long long residual = 0;
+    const long long bad_q = sum_residual(d, n_short, q, sh, &residual);
+    if (bad_q != LLONG_MAX) {
+        const float q_bad = threadIdx.x == 0 ? q.q(bad_q) : 0.0f; /* read by the recorder only */
+        task.fail(PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_Q, 0, (int32_t)bad_q, 0.0f, (double)q_bad);
+        return false;
+    }
+    const double u_res = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_RESIDUAL);
+    *token = draw_corrective(d, n_short, q, residual, u_res, sh);
+    *stops = 1;
+    return true;
+}
+
+/* log-softmax of the raw row at token (expf: not bit-exact), relative to the raw maximum:
+ * with penalties the distribution's maximum is the penalised one, and a raw logit far above
+ * it would overflow expf. */
+static __device__ __forceinline__ float raw_logprob(const Row &r, int32_t token) {
+    float raw_max = -INFINITY;
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x)
+        raw_max = fmaxf(raw_max, load_logit(r.data, r.dtype, t));
+    raw_max = block_reduce(raw_max, MaxOp());
+    double z = 0.0;
+    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        float raw = load_logit(r.data, r.dtype, t);
+        if (raw > -INFINITY) z += (double)expf(raw - raw_max);
+    }
+    z = block_reduce(z, SumOp());
+    return (float)((double)load_logit(r.data, r.dtype, token) - (double)raw_max - log(z));
+}
+
 static __global__ void __launch_bounds__(NT)
 rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
             int32_t window_cap, int32_t sparse_cap, const pyspec_cuda_err *seq_err,
@@ -439,253 +743,43 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
 #endif
     __shared__ Shared sh;
     const int64_t g = blockIdx.x;
-    int64_t lo = 0, hi = n_seqs - 1; /* the sequence owning row g */
-    while (lo < hi) {
-        int64_t m = (lo + hi + 1) >> 1;
-        if (seqs[m].row_base <= g) lo = m; else hi = m - 1;
-    }
-    const int64_t si = lo;
+    const int64_t si = owning_sequence(seqs, n_seqs, g);
     const pyspec_cuda_seq &s = seqs[si];
     const int64_t i = g - s.row_base;
     if (seq_err[si].status != PYSPEC_OK) return;
     if (*(volatile long long *)s.out_n_accepted < i) return; /* behind a known rejection */
-    pyspec_cuda_err *my_err = &row_err[g];
+    const RowTask task = { &s, si, i, &row_err[g] };
 
     /* Shared memory: sparse keys, their sums, then the penalty window. */
     unsigned long long *sp_keys = (unsigned long long *)dyn;
     float *sp_sums = (float *)(sp_keys + sparse_cap);
     int32_t *win = (int32_t *)(sp_sums + sparse_cap);
 
-    Row r;
-    r.data = (const char *)s.logits + (size_t)(i * s.row_stride) * (dtype == PYSPEC_F32 ? 4 : 2);
-    r.dtype = dtype;
-    r.V = V;
-    r.win = win;
-    r.win_n = 0;
-    r.bloom = sh.bloom;
-    r.repeat = s.pen_repeat;
-    r.freq = s.pen_freq;
-    r.present = s.pen_present;
-    if (s.pen_on) { /* the window: last pen_last_n tokens of history ++ drafts[0..i) */
-        const int64_t total = s.n_history + i;
-        int64_t len = s.pen_last_n < 0 ? total : (total < s.pen_last_n ? total : s.pen_last_n);
-        if (len > window_cap) len = window_cap; /* checked on the host */
-        for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.bloom[c] = 0;
-        __syncthreads();
-        for (int j = threadIdx.x; j < window_cap; j += blockDim.x) {
-            int32_t tok = INT32_MAX;
-            if (j < len) {
-                int64_t idx = total - len + j;
-                tok = idx < s.n_history ? s.history[idx] : s.draft[idx - s.n_history];
-                atomicOr(&sh.bloom[(tok >> 5) & 255], 1u << (tok & 31));
-            }
-            win[j] = tok;
-        }
-        if (len > 0) block_bitonic_sort(win, window_cap);
-        __syncthreads();
-        r.win_n = (int32_t)len;
+    const Row r = penalised_row(s, i, V, dtype, window_cap, win, sh);
+    const RowScan scan = scan_row(r);
+    if (scan.bad != INT64_MAX) {
+        /* the value is read by the thread that records it only */
+        const float value = threadIdx.x == 0 ? load_logit(r.data, dtype, scan.bad) : 0.0f;
+        task.fail(PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_LOGIT, scan.bad, 0, value, 0.0);
+        return;
     }
-
-    /* 1. scan: validity, max, argmax, number of finite candidates. */
-    int64_t bad = INT64_MAX;
-    unsigned long long best_key = 0; /* float key << 32 | (~id): larger ranks earlier */
-    long long n_finite = 0;
-    for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
-        float raw = load_logit(r.data, dtype, t);
-        if (isnan(raw) || raw == INFINITY) { if (t < bad) bad = t; continue; }
-        float l = r.penalise(t, raw);
-        if (!(l > -INFINITY)) continue;
-        ++n_finite;
-        unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
-        if (k > best_key) best_key = k;
-    }
-    bad = block_reduce(bad, MinOp());
-    best_key = block_reduce(best_key, MaxOp());
-    n_finite = block_reduce(n_finite, SumOp());
-    if (bad != INT64_MAX || best_key == 0) {
-        if (threadIdx.x == 0) {
-            if (bad != INT64_MAX)
-                fail_row(my_err, PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_LOGIT, si, i, bad, 0,
-                         load_logit(r.data, dtype, bad), 0.0);
-            else
-                fail_row(my_err, PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_NO_FINITE, si, i, -1, 0, 0.0f, 0.0);
-            s.out_tokens[i] = -1;
-            atomicMin((long long *)s.out_n_accepted, (long long)i);
-        }
+    if (scan.best_key == 0) {
+        task.fail(PYSPEC_ERR_LOGITS, PYSPEC_CUDA_ERR_NO_FINITE, -1, 0, 0.0f, 0.0);
         return;
     }
 
     Dist d;
-    int32_t n_short = -1; /* >= 0: the kept set is the short list in shared memory */
-    d.row = r;
-    d.best = (int32_t)(0xffffffffu - (uint32_t)(best_key & 0xffffffffu));
-    d.max_logit = key_float((uint32_t)(best_key >> 32));
-    d.greedy = !(s.temperature > 0.0f);
-    d.temperature = s.temperature;
-    d.shift = pyspec_weight_shift(V);
-    d.kept.k.all = 1;
-    d.kept.p.all = 1;
-    d.kept.min_p_on = 0;
-    d.kept.threshold = -INFINITY;
-    if (d.greedy) {
-        d.total = (uint64_t)1 << d.shift;
-    } else {
-        /* 2. top-k */
-        const bool top_k_on = s.top_k > 0 && s.top_k < V;
-        if (top_k_on && n_finite > s.top_k)
-            d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
-        if (top_k_on && (n_finite < s.top_k ? n_finite : s.top_k) <= CAND_MAX) {
-            /* 3-5 on the short list */
-            n_short = compact_kept(s, &d, sh);
-        } else {
-        /* 3. top-p over the top-k survivors */
-        if (s.top_p < 1.0f) {
-            unsigned long long z = 0;
-            for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
-                float l = r.at(t);
-                if (l > -INFINITY && d.kept.k.keeps(float_key(l), t)) z += nucleus_mass(l, d.max_logit, d.shift);
-            }
-            z = block_reduce(z, SumOp());
-            d.kept.p = select_nucleus(r, d.kept.k, d.max_logit, d.shift,
-                                      (double)s.top_p * (double)z, sh);
-        }
-        /* 4. min-p */
-        if (s.min_p > 0.0f) {
-            d.kept.min_p_on = 1;
-            d.kept.threshold = d.max_logit + s.log_min_p; /* pyspec_min_p_threshold, log on the host */
-        }
-        /* 5. total */
-        unsigned long long total = 0;
-        for (int64_t t = threadIdx.x; t < V; t += blockDim.x) total += d.weight(t);
-        d.total = block_reduce(total, SumOp());
-        }
-    }
-
-    const int64_t pos = s.position + i;
+    const int32_t n_short = build_dist(s, r, scan, d, sh);
     int32_t token;
     int stops;
-    auto w_of = [&](int64_t t) -> unsigned long long { return d.weight(t); };
-    auto w_short = [&](int32_t j) -> unsigned long long { return sh.cand_w[sh.cand_key[j] & 0xffffffffu]; };
-    auto draw_p = [&](double u) -> int32_t {
-        const uint64_t target = pyspec_draw_target(u, d.total);
-        if (d.greedy) return d.best;
-        if (n_short >= 0) return draw_short(n_short, w_short, target, sh);
-        return draw_in_id_order(V, w_of, target, sh);
-    };
-    if (i == s.n_draft || !s.q_probs) { /* bonus row, or a point-mass draft */
-        double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_SAMPLE);
-        token = draw_p(u);
-        stops = i == s.n_draft || token != s.draft[i];
-    } else { /* modified rejection sampling */
-        DraftRow q;
-        q.sparse = s.q_tokens != NULL;
-        q.probs = s.q_probs + i * s.q_stride;
-        q.keys = sp_keys;
-        q.sums = sp_sums;
-        q.n = s.q_n;
-        if (q.sparse) { /* sort the row's (token, entry) pairs; sum each token's q in entry order */
-            const int32_t *tok = s.q_tokens + i * s.q_stride;
-            for (int j = threadIdx.x; j < sparse_cap; j += blockDim.x)
-                sp_keys[j] = j < s.q_n ? ((unsigned long long)(uint32_t)tok[j] << 32) | (unsigned)j : ~0ull;
-            block_bitonic_sort(sp_keys, sparse_cap);
-            for (int j = threadIdx.x; j < s.q_n; j += blockDim.x) {
-                unsigned long long t = sp_keys[j] >> 32;
-                if (j > 0 && (sp_keys[j - 1] >> 32) == t) continue;
-                float sum = 0.0f;
-                for (int m = j; m < s.q_n && (sp_keys[m] >> 32) == t; ++m)
-                    sum += q.probs[sp_keys[m] & 0xffffffffu];
-                sp_sums[j] = sum;
-            }
-            __syncthreads();
-        }
-        const int32_t x = s.draft[i];
-        const float qx = q.q(x);
-        if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) {
-            if (threadIdx.x == 0) {
-                fail_row(my_err, PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_DRAFTED_Q, si, i, 0, x,
-                         0.0f, (double)qx);
-                s.out_tokens[i] = -1;
-                atomicMin((long long *)s.out_n_accepted, (long long)i);
-            }
-            return;
-        }
-        const double px = (double)d.weight(x) / (double)d.total;
-        const double u = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_ACCEPT);
-        if (pyspec_accepts(u, (double)qx, px)) {
-            token = x;
-            stops = 0;
-        } else {
-            /* residual over the kept set; q is validated there, as on the CPU */
-            unsigned long long residual = 0;
-            long long bad_q = LLONG_MAX;
-            if (n_short >= 0) { /* the short list, in id order */
-                for (int32_t j = threadIdx.x; j < n_short; j += blockDim.x) {
-                    const int32_t t = (int32_t)(sh.cand_key[j] >> 32);
-                    const float qt = q.q(t);
-                    sh.cand_r[j] = 0;
-                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
-                    sh.cand_r[j] = pyspec_fixed_residual(w_short(j), d.total, (double)qt);
-                    residual += sh.cand_r[j];
-                }
-            } else {
-                for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
-                    uint64_t w = d.weight(t);
-                    if (!w && !(d.greedy ? t == d.best : d.kept.keeps(r.at(t), t))) continue;
-                    float qt = q.q(t);
-                    if (!(qt >= 0.0f && qt <= 1.0001f)) { if (t < bad_q) bad_q = t; continue; }
-                    residual += pyspec_fixed_residual(w, d.total, (double)qt);
-                }
-            }
-            bad_q = block_reduce(bad_q, MinOp());
-            residual = block_reduce(residual, SumOp());
-            if (bad_q != LLONG_MAX) {
-                if (threadIdx.x == 0) {
-                    fail_row(my_err, PYSPEC_ERR_DRAFT_PROBS, PYSPEC_CUDA_ERR_Q, si, i, 0,
-                             (int32_t)bad_q, 0.0f, (double)q.q(bad_q));
-                    s.out_tokens[i] = -1;
-                    atomicMin((long long *)s.out_n_accepted, (long long)i);
-                }
-                return;
-            }
-            const double u_res = pyspec_uniform_keyed(s.seed, pos, PYSPEC_PURPOSE_RESIDUAL);
-            if (residual > 0 && n_short >= 0) {
-                auto r_short = [&](int32_t j) -> unsigned long long { return sh.cand_r[j]; };
-                token = draw_short(n_short, r_short, pyspec_draw_target(u_res, residual), sh);
-            } else if (residual > 0) {
-                const uint64_t total = d.total;
-                auto r_of = [&](int64_t t) -> unsigned long long {
-                    uint64_t w = d.weight(t);
-                    return w ? pyspec_fixed_residual(w, total, (double)q.q(t)) : 0;
-                };
-                token = draw_in_id_order(V, r_of, pyspec_draw_target(u_res, residual), sh);
-            } else { /* p <= q on the whole support: draw from p */
-                token = draw_p(u_res);
-            }
-            stops = 1;
-        }
-    }
+    if (!choose_token(task, d, n_short, sparse_cap, sp_keys, sp_sums, sh, &token, &stops)) return;
     if (token < 0) token = d.best; /* unreachable: the target is below the total */
 
-    float logprob = 0.0f;
-    if (s.out_logprobs) { /* log-softmax of the raw row at the token (expf: not bit-exact) */
-        /* Relative to the raw maximum: with penalties d.max_logit is the penalised one, and a
-         * raw logit far above it would overflow expf. */
-        float raw_max = -INFINITY;
-        for (int64_t t = threadIdx.x; t < V; t += blockDim.x)
-            raw_max = fmaxf(raw_max, load_logit(r.data, dtype, t));
-        raw_max = block_reduce(raw_max, MaxOp());
-        double z = 0.0;
-        for (int64_t t = threadIdx.x; t < V; t += blockDim.x) {
-            float raw = load_logit(r.data, dtype, t);
-            if (raw > -INFINITY) z += (double)expf(raw - raw_max);
-        }
-        z = block_reduce(z, SumOp());
-        logprob = (float)((double)load_logit(r.data, dtype, token) - (double)raw_max - log(z));
-    }
+    const float logprob = s.out_logprobs ? raw_logprob(r, token) : 0.0f;
     if (threadIdx.x == 0) {
         s.out_tokens[i] = token;
         if (s.out_logprobs) s.out_logprobs[i] = logprob;
-        my_err->status = PYSPEC_OK;
+        task.err->status = PYSPEC_OK;
         if (stops) atomicMin((long long *)s.out_n_accepted, (long long)i);
     }
 }

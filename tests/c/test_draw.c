@@ -8,8 +8,9 @@
  * pyspec_exp_portable are the bit patterns every back end (the CUDA one included) must
  * produce.
  *
- * Same conventions as test_pyspec.c: every CHECK counts one pass or one failure, the last
- * line is "N passed, M failed", the exit status is non-zero when anything failed.
+ * Same conventions as the API tests (test_main.c): every CHECK counts one pass or one
+ * failure, the last line is "N passed, M failed", the exit status is non-zero when anything
+ * failed.
  */
 #include <math.h>
 #include <stdarg.h>

@@ -159,7 +159,7 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     }
     const int32_t x = s.draft_tokens[i];
     const float qx = ref_q(s.draft_probs, i, x);
-    if (!(qx >= 0.0f && qx <= 1.0001f) || !(qx > 0.0f)) {
+    if (!pyspec_draft_q_in_range(qx) || !(qx > 0.0f)) {
         out.status = PYSPEC_ERR_DRAFT_PROBS, out.err_kind = REF_ERR_DRAFTED_Q, out.err_token = x;
         return out;
     }
@@ -173,7 +173,7 @@ static inline RefRow ref_row(const pyspec_sequence &s, int64_t i, int64_t V, int
     for (int64_t t = 0; t < V; ++t) {
         if (!kept[t]) continue;
         const float qt = ref_q(s.draft_probs, i, (int32_t)t);
-        if (!(qt >= 0.0f && qt <= 1.0001f)) {
+        if (!pyspec_draft_q_in_range(qt)) {
             out.status = PYSPEC_ERR_DRAFT_PROBS, out.err_kind = REF_ERR_Q, out.err_token = (int32_t)t;
             return out;
         }
