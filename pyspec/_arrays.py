@@ -43,11 +43,17 @@ def as_array(obj, name: str) -> np.ndarray:
                           Status.DTYPE) from exc
 
 
+# numpy's dtype.name is computed on every read (microseconds); the common ones are looked up.
+_DTYPE_NAMES = {np.dtype(t): np.dtype(t).name for t in (np.float32, np.float16, np.float64,
+                                                         np.int32, np.int64)}
+
+
 def host_view(obj, name: str) -> ArrayView:
     """The ArrayView of a host array (no copy; the view keeps the ndarray alive)."""
     arr = as_array(obj, name)
+    dtype = _DTYPE_NAMES.get(arr.dtype) or arr.dtype.name
     strides = element_strides(arr.strides, arr.shape, arr.itemsize, name)
-    return ArrayView(address(arr), tuple(arr.shape), strides, arr.dtype.name, None, arr)
+    return ArrayView(address(arr), arr.shape, strides, dtype, None, arr)
 
 
 def token_ids(obj, name: str, n_vocab: int) -> np.ndarray:

@@ -13,11 +13,17 @@ from .params import SamplingParams
 DraftRows = Tuple[object, object, int, int]
 
 
+_CDATA = ffi.CData
+_TYPES = {name: ffi.typeof(name) for name in ("void *", "int32_t *", "int64_t *", "float *")}
+
+
 def pointer(c_type: str, address):
-    """``address`` as a ``c_type`` pointer (NULL for 0 or None)."""
-    if address is None or (isinstance(address, int) and address == 0):
+    """``address`` as a ``c_type`` pointer (NULL for 0 or None; cdata as it is)."""
+    if isinstance(address, _CDATA):
+        return address
+    if not address:
         return ffi.NULL
-    return ffi.cast(c_type, address)
+    return ffi.cast(_TYPES[c_type], address)
 
 
 def check(status: int, err) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ctypes
 from typing import Optional
 
+import numpy as np
+
 from ._abi import Status
 from ._array_view import ITEMSIZE, LOGIT_CODES, ArrayView, contiguous_strides, element_strides
 from .errors import PyspecError
@@ -52,8 +54,15 @@ def _has_cai(obj) -> bool:
         return True
 
 
+# Types that are never device arrays: the common arguments skip the protocol probes (a
+# verify call asks about three of its arguments, and the probes cost microseconds).
+_PLAIN_TYPES = (np.ndarray, list, tuple, int, float, str, bytes, type(None))
+
+
 def where(obj) -> str:
     """"device" for a CUDA array, "host" for anything numpy can read in place, else "other"."""
+    if type(obj) in _PLAIN_TYPES:
+        return "host" if isinstance(obj, np.ndarray) else "other"
     if _has_cai(obj):
         return "device"
     dev = _dlpack_device(obj) if hasattr(obj, "__dlpack_device__") else None
@@ -65,6 +74,8 @@ def where(obj) -> str:
 
 
 def is_device_array(obj) -> bool:
+    if type(obj) in _PLAIN_TYPES:
+        return False
     return where(obj) == "device"
 
 

@@ -79,6 +79,12 @@ class _Verifiers(threading.local):
 
 _VERIFIERS = _Verifiers()
 _DEFAULT_THREADS = default_threads()
+# C types resolved once (cffi parses a type string on every call that names one).
+_PARAMS_P = ffi.typeof("pyspec_sampling_params *")
+_VOID_P = ffi.typeof("void *")
+_INT32_ARRAY = ffi.typeof("int32_t[]")
+_INT64_P = ffi.typeof("int64_t *")
+_FLOAT_ARRAY = ffi.typeof("float[]")
 
 
 def _host_token_ids(tokens, name: str, n_vocab: int):
@@ -93,7 +99,7 @@ def _host_token_ids(tokens, name: str, n_vocab: int):
             tokens = _arrays.token_ids(tokens, name, n_vocab)
         return n, ffi.from_buffer("int32_t[]", tokens), tokens
     try:
-        return n, ffi.new("int32_t[]", list(tokens)), None
+        return n, ffi.new(_INT32_ARRAY, tokens if type(tokens) is list else list(tokens)), None
     except (OverflowError, TypeError):
         arr = _arrays.token_ids(tokens, name, n_vocab)  # raises with the index
         return arr.size, ffi.from_buffer("int32_t[]", arr), arr
@@ -141,9 +147,9 @@ class _HostCall:
                                       if window is not None else (0, None, None))
         rows = (_host_draft_rows(draft_probs, n_draft, n_vocab, self.check_draft_probs, self.keep)
                 if draft_probs is not None else None)
-        out_tokens = ffi.new("int32_t[]", n_draft + 1)
-        out_n = ffi.new("int64_t *")
-        out_lp = ffi.new("float[]", n_draft + 1) if self.want_logprobs else None
+        out_tokens = ffi.new(_INT32_ARRAY, n_draft + 1)
+        out_n = ffi.new(_INT64_P)
+        out_lp = ffi.new(_FLOAT_ARRAY, n_draft + 1) if self.want_logprobs else None
         self.table.fill(i, logits=logits, row_stride=row_stride, draft_tokens=c_tokens,
                         n_draft=n_draft, position=position, params=params, history=c_hist,
                         n_history=n_hist, draft_rows=rows, out_tokens=out_tokens,
@@ -292,29 +298,28 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     return call.run(1, n_vocab, code, n_threads)[0]
 
 
-class _SingleRow:
-    """One row of logits (an array or a LogitsPointer) and its C params, for the calls that
-    read one row: sample, distribution, distribution_sparse."""
-
-    def __init__(self, logits, params, penalty_history=None):
-        params = checks.check_params(params)
-        if isinstance(logits, LogitsPointer):
-            self.dtype = _arrays.dtype_code(logits.dtype)
-            self.ptr = ffi.cast("void *", checks.check_address(logits.address, "LogitsPointer.address"))
-            self.n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
-            self._owner = None
-        else:
-            rows = checks.logits_rows(_arrays.host_view(logits, "logits"), "logits", 1)
-            self.dtype, self.n_vocab, self._owner = rows.dtype, rows.n_vocab, rows.view.owner
-            self.ptr = ffi.cast("void *", rows.view.ptr)
-        window = checks.penalty_window(params, penalty_history)
-        n_hist, self._history, self._history_owner = (
-            _host_token_ids(window, "penalty_history", self.n_vocab) if window is not None
-            else (0, ffi.NULL, None))
-        self.params = ffi.new("pyspec_sampling_params *")
-        params.fill(self.params, self._history if n_hist else ffi.NULL, n_hist)
-        self.verifier = _VERIFIERS.get(self.n_vocab, 1)
-        self.err = _VERIFIERS.err
+def _single_row(logits, params, penalty_history=None):
+    """(logits pointer, n_vocab, dtype code, C params, what must stay alive) of one row (an
+    array or a LogitsPointer), for the calls that read one: sample, distribution,
+    distribution_sparse."""
+    params = checks.check_params(params)
+    if isinstance(logits, LogitsPointer):
+        dtype = _arrays.dtype_code(logits.dtype)
+        ptr = ffi.cast(_VOID_P, checks.check_address(logits.address, "LogitsPointer.address"))
+        n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
+        owner = None
+    else:
+        rows = checks.logits_rows(_arrays.host_view(logits, "logits"), "logits", 1)
+        dtype, n_vocab, owner = rows.dtype, rows.n_vocab, rows.view.owner
+        ptr = ffi.cast(_VOID_P, rows.view.ptr)
+    c_params = ffi.new(_PARAMS_P)
+    window = checks.penalty_window(params, penalty_history)
+    if window is None:
+        params.fill(c_params)
+        return ptr, n_vocab, dtype, c_params, owner
+    n_hist, c_hist, hist_owner = _host_token_ids(window, "penalty_history", n_vocab)
+    params.fill(c_params, c_hist if n_hist else None, n_hist)
+    return ptr, n_vocab, dtype, c_params, (owner, c_hist, hist_owner)
 
 
 def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
@@ -322,11 +327,12 @@ def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *
     """Draws one token from one row of logits (``[n_vocab]`` float32/float16, or a
     ``LogitsPointer``) at absolute ``position``. A point-mass ``verify`` emits exactly this
     token at that position."""
-    row = _SingleRow(logits, params, penalty_history)
+    ptr, n_vocab, dtype, c_params, _keep = _single_row(logits, params, penalty_history)
     position = checks.check_position(position)
-    out = ffi.new("int32_t *")
-    check(lib.pyspec_sample(row.verifier, row.ptr, row.n_vocab, row.dtype, row.params, position,
-                            out, ffi.NULL, row.err), row.err)
+    out = ffi.new(_INT32_ARRAY, 1)
+    err = _VERIFIERS.err
+    check(lib.pyspec_sample(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params, position,
+                            out, ffi.NULL, err), err)
     return int(out[0])
 
 
@@ -334,10 +340,11 @@ def distribution(logits, params: SamplingParams = DEFAULT_PARAMS, *,
                  penalty_history=None) -> np.ndarray:
     """The distribution ``sample`` draws from (after penalties, top-k, top-p, min-p and
     temperature), as a dense float32 ``[n_vocab]`` array."""
-    row = _SingleRow(logits, params, penalty_history)
-    out = np.empty(row.n_vocab, dtype=np.float32)
-    check(lib.pyspec_distribution(row.verifier, row.ptr, row.n_vocab, row.dtype, row.params,
-                                  ffi.cast("float *", _arrays.address(out)), row.err), row.err)
+    ptr, n_vocab, dtype, c_params, _keep = _single_row(logits, params, penalty_history)
+    out = np.empty(n_vocab, dtype=np.float32)
+    err = _VERIFIERS.err
+    check(lib.pyspec_distribution(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
+                                  ffi.cast("float *", _arrays.address(out)), err), err)
     return out
 
 
@@ -346,19 +353,20 @@ def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *,
     """The same distribution as ``(tokens int32, probs float32)`` over its kept set only,
     most likely first when top-k is on. What a drafter passes as ``SparseDraftProbs`` rows;
     no vocabulary-wide output is written."""
-    row = _SingleRow(logits, params, penalty_history)
+    ptr, n_vocab, dtype, c_params, _keep = _single_row(logits, params, penalty_history)
     # The kept set can never exceed what the transforms allow.
     if params.greedy:
         capacity = 1
-    elif 0 < params.top_k < row.n_vocab:
+    elif 0 < params.top_k < n_vocab:
         capacity = params.top_k
     else:
-        capacity = row.n_vocab
+        capacity = n_vocab
     tokens = np.empty(capacity, dtype=np.int32)
     probs = np.empty(capacity, dtype=np.float32)
     n = ffi.new("int64_t *")
-    check(lib.pyspec_distribution_sparse(row.verifier, row.ptr, row.n_vocab, row.dtype, row.params,
+    err = _VERIFIERS.err
+    check(lib.pyspec_distribution_sparse(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
                                          ffi.cast("int32_t *", _arrays.address(tokens)),
                                          ffi.cast("float *", _arrays.address(probs)),
-                                         capacity, n, row.err), row.err)
+                                         capacity, n, err), err)
     return tokens[: n[0]], probs[: n[0]]
