@@ -96,6 +96,16 @@ print(json.dumps({"seconds": statistics.median(rates)}))
 '''
 
 
+def _gemma_path() -> str:
+    """Gemma 3 270M's file, assembled by whichever model assembler this environment's pyspec
+    has (pyspec.testing.models since the tooling left the library, pyspec.models before)."""
+    try:
+        from pyspec.testing.models import ensure_model
+    except ImportError:
+        from pyspec.models import ensure_model
+    return str(ensure_model("gemma3-270m"))
+
+
 def _env(site: str) -> dict:
     env = dict(os.environ)
     if site != "installed":
@@ -131,9 +141,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown workloads {sorted(unknown)}; known: {', '.join(WORKLOADS)}")
     model = ""
     if "generation" in workloads:
-        from pyspec.testing.models import ensure_model  # the after install's tooling
-
-        model = str(ensure_model("gemma3-270m"))
+        model = _gemma_path()
     report = {}
     for w in workloads:
         pairs = []

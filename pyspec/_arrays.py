@@ -51,7 +51,9 @@ _DTYPE_NAMES = {np.dtype(t): np.dtype(t).name for t in (np.float32, np.float16, 
 def host_view(obj, name: str) -> ArrayView:
     """The ArrayView of a host array (no copy; the view keeps the ndarray alive)."""
     arr = as_array(obj, name)
-    dtype = _DTYPE_NAMES.get(arr.dtype) or arr.dtype.name
+    # dtype.name says "float32" for a byte-swapped '>f4' too: such arrays keep their raw
+    # type string, which no check accepts (the C library reads native byte order only).
+    dtype = _DTYPE_NAMES.get(arr.dtype) or (arr.dtype.name if arr.dtype.isnative else arr.dtype.str)
     strides = element_strides(arr.strides, arr.shape, arr.itemsize, name)
     return ArrayView(address(arr), arr.shape, strides, dtype, None, arr)
 

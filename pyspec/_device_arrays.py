@@ -20,7 +20,8 @@ from typing import Optional
 import numpy as np
 
 from ._abi import Status
-from ._array_view import ITEMSIZE, LOGIT_CODES, ArrayView, contiguous_strides, element_strides
+from ._array_view import LOGIT_CODES  # noqa: F401 (re-exported: the logit element types)
+from ._array_view import ITEMSIZE, ArrayView, contiguous_strides, element_strides
 from .errors import PyspecError
 
 # DLPack device types (dlpack.h): CPU, CUDA, CUDA host (pinned), CUDA managed.

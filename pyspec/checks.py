@@ -174,15 +174,26 @@ def dense_draft_rows(view: ArrayView, n_draft: int, n_vocab: int) -> int:
     return view.strides[0] if n_draft > 1 else n_vocab
 
 
+def check_sparse_shapes(tokens_shape, probs_shape, n_draft: int) -> None:
+    """Sparse draft probabilities are two ``[n_draft, m]`` arrays."""
+    tokens_shape, probs_shape = tuple(tokens_shape), tuple(probs_shape)
+    if tokens_shape != probs_shape or len(tokens_shape) != 2 or tokens_shape[0] != n_draft:
+        raise PyspecError(f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
+                          f"tokens {tokens_shape} and probs {probs_shape}", Status.SHAPE)
+
+
+def check_sparse_probs_dtype(dtype: str) -> None:
+    if dtype != "float32":
+        raise PyspecError(f"draft_probs.probs must be float32, got {dtype}", Status.DTYPE)
+
+
 def sparse_draft_rows(tokens: ArrayView, probs: ArrayView, n_draft: int):
     """Checks sparse draft probabilities (two ``[n_draft, m]`` arrays, int32 tokens and
     float32 probabilities, laid out alike); returns (row stride, entries per row)."""
-    if tuple(tokens.shape) != tuple(probs.shape) or tokens.ndim != 2 or tokens.shape[0] != n_draft:
-        raise PyspecError(f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
-                          f"tokens {tuple(tokens.shape)} and probs {tuple(probs.shape)}", Status.SHAPE)
-    if tokens.dtype != "int32" or probs.dtype != "float32":
-        raise PyspecError(f"sparse draft_probs must be int32 tokens and float32 probs, got "
-                          f"{tokens.dtype} and {probs.dtype}", Status.DTYPE)
+    check_sparse_shapes(tokens.shape, probs.shape, n_draft)
+    check_sparse_probs_dtype(probs.dtype)
+    if tokens.dtype != "int32":
+        raise PyspecError(f"draft_probs.tokens must be int32, got {tokens.dtype}", Status.DTYPE)
     m = tokens.shape[1]
     if m > 1 and (tokens.strides[1] != 1 or probs.strides[1] != 1):
         raise PyspecError("sparse draft_probs rows must be contiguous, got strides "

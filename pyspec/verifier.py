@@ -109,10 +109,12 @@ def _host_draft_rows(probs: DraftProbs, n_draft: int, n_vocab: int, check_sums: 
     """The (probs, tokens, row stride, per row) of host draft probabilities."""
     if isinstance(probs, SparseDraftProbs):
         tokens, values = np.asarray(probs.tokens), np.asarray(probs.probs)
-        if tokens.size and np.issubdtype(tokens.dtype, np.integer):  # a range-checked int32 copy
+        checks.check_sparse_shapes(tokens.shape, values.shape, n_draft)
+        checks.check_sparse_probs_dtype(values.dtype.name)
+        # Host token ids may be any integer type: a range-checked int32 copy (small: k x m).
+        if np.issubdtype(tokens.dtype, np.integer):
             tokens = _arrays.token_ids(tokens.ravel(), "draft_probs.tokens", n_vocab).reshape(tokens.shape)
-        if values.dtype == np.float32:
-            values = np.ascontiguousarray(values)
+        values = np.ascontiguousarray(values)
         t, p = _arrays.host_view(tokens, "draft_probs.tokens"), _arrays.host_view(values, "draft_probs.probs")
         stride, per_row = checks.sparse_draft_rows(t, p, n_draft)
         keep += [tokens, values]
@@ -194,6 +196,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     Parameters
     ----------
     target_logits : ndarray, float32 or float16, shape ``[n_draft + 1, n_vocab]``, host
+        (a bfloat16 dtype, such as ml_dtypes', is read too; native byte order only).
         Row ``i`` predicts absolute position ``position + i``. Read in place: rows may be a
         strided view (for example of llama.cpp's logits buffer) but each row must be
         contiguous. A CUDA array (PyTorch tensor, CuPy array: float32, float16 or bfloat16)

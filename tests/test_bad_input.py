@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import pyspec
-from pyspec import DraftProbsError, LogitsError, PyspecError
+from pyspec import DraftProbsError, LogitsError, PyspecError, SparseDraftProbs
+from pyspec._abi import Status
 
 V = 1000
 
@@ -172,3 +173,36 @@ def test_two_dimensional_draft_ids_are_refused_not_over_read(rows):
         pyspec.verify(rows[:2], drafts)
     with pytest.raises(PyspecError):
         pyspec.verify_batch([pyspec.VerifyRequest(rows[:2], drafts)])
+
+
+@pytest.mark.parametrize("what", ["logits", "dense draft_probs", "sample row"])
+def test_byte_swapped_arrays_are_rejected_not_misread(rows, what):
+    """numpy names a big-endian '>f4' array "float32"; the C library reads native order only,
+    so such an array must be refused, never read as if it were little-endian."""
+    swapped = rows.astype(rows.dtype.newbyteorder())
+    np.testing.assert_array_equal(swapped, rows)  # the same values, other bytes
+    with pytest.raises(PyspecError, match="must be float32") as info:
+        if what == "logits":
+            pyspec.verify(swapped[:3], [1, 2])
+        elif what == "dense draft_probs":
+            q = np.full((2, rows.shape[1]), 1.0 / rows.shape[1], np.float32)
+            pyspec.verify(rows[:3], [1, 2], q.astype(q.dtype.newbyteorder()))
+        else:
+            pyspec.sample(swapped[0], pyspec.SamplingParams.greedy_params())
+    assert info.value.status == Status.DTYPE
+
+
+def test_sparse_draft_probs_checks_run_in_order(rows):
+    """Shape, then the probabilities' dtype, then the token range: a call wrong in several
+    ways reports the first, as before the checks were shared."""
+    V = rows.shape[1]
+    bad_tokens = np.full((2, 3), V + 5, np.int64)
+    with pytest.raises(PyspecError) as info:  # shape and range both wrong
+        pyspec.verify(rows[:3], [1, 2], SparseDraftProbs(bad_tokens, np.zeros((2, 4), np.float32)))
+    assert info.value.status == Status.SHAPE
+    with pytest.raises(PyspecError) as info:  # dtype and range both wrong
+        pyspec.verify(rows[:3], [1, 2], SparseDraftProbs(bad_tokens, np.zeros((2, 3), np.float64)))
+    assert info.value.status == Status.DTYPE
+    with pytest.raises(PyspecError) as info:  # range alone
+        pyspec.verify(rows[:3], [1, 2], SparseDraftProbs(bad_tokens, np.zeros((2, 3), np.float32)))
+    assert info.value.status == Status.TOKEN

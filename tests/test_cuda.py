@@ -181,7 +181,7 @@ def test_arrays_on_another_device_are_a_cuda_error_not_a_dtype_error():
             else:
                 pyspec.verify(logits, **kwargs)
         assert info.value.status == Status.CUDA != Status.DTYPE, name
-    # The function itself, with the DeviceArray it is given (a device index None is unknown,
+    # The function itself, with the ArrayView it is given (a device index None is unknown,
     # so never a mismatch).
     a = dev.describe(FakeCAI((2, V), device=1), "x")
     with pytest.raises(PyspecError) as info:

@@ -38,7 +38,7 @@ _SUBSAMPLE = 64  # thresholds come from every 64th logit: one cheap partial sort
 
 def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
                 always: Optional[np.ndarray] = None, *, top_p: float = 1.0,
-                min_p: float = 0.0) -> np.ndarray:
+                min_p: float = 0.0, top: Optional[float] = None) -> np.ndarray:
     """Allowed token ids that include the ``m`` highest-logit allowed tokens of ``row``,
     ties at the m-th included, plus every allowed token of ``always``.
 
@@ -53,6 +53,8 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
     at all (the end of a JSON value, where only a few tokens fit): min-p drops a token more
     than ln(min_p) below the best allowed one, and top-p is reached by the tokens found once
     their mass beats top_p times the most the top-m set could hold.
+
+    ``top``: ``row.max()`` when the caller has it already (a pass over the row saved).
     """
     n = row.size
     if m >= n:  # top-k off: every token can matter (the window among them)
@@ -60,7 +62,7 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
         return ids[state.allowed(ids)]
     always = np.zeros(0, dtype=np.int64) if always is None else np.unique(np.asarray(always))
     kept = [always[state.allowed(always)]] if always.size else []
-    top = row.max()
+    top = row.max() if top is None else top
     sub = np.sort(row[::_SUBSAMPLE])[::-1] if n > _SUBSAMPLE * 8 else np.sort(row)[::-1]
     step = _SUBSAMPLE if n > _SUBSAMPLE * 8 else 1
     thresholds = [top]
@@ -112,10 +114,12 @@ def _rest_is_cut(values: np.ndarray, below: float, room: int, top_p: float, min_
     return False
 
 
-def _check_row(row: np.ndarray, what: str) -> None:
+def _check_row(row: np.ndarray, what: str) -> float:
+    """The row's maximum, after checking it holds no NaN or +inf."""
     top = row.max()
     if np.isnan(top) or top == np.inf:
         raise LogitsError(f"{what} holds NaN or +inf")
+    return top
 
 
 class RowConstraints:
@@ -167,7 +171,9 @@ class RowConstraints:
 
     def allowed_run(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` the grammar allows one after another (all of them
-        without a grammar)."""
+        without a grammar). The walk of ``follow`` on one copy of the state, kept apart from
+        it because the drafter asks this of every candidate run: ``follow`` copies the
+        state once per token, which the verify rows need and a yes/no answer does not."""
         if self.state is None or not len(tokens):
             return len(tokens)
         state = self.state.copy()
@@ -188,6 +194,7 @@ class RowConstraints:
         out = np.empty((raw_rows.shape[0], self.n_vocab), dtype=np.float32)
         for i in range(raw_rows.shape[0]):
             row = raw_rows[i]
+            top = None  # the row's maximum, once a check has found it
             if self.processors:
                 t0 = time.perf_counter()
                 ids = np.asarray(list(context) + list(drafts[:i]), dtype=np.intc)
@@ -198,17 +205,19 @@ class RowConstraints:
                     if row.shape != (self.n_vocab,):
                         raise ValueError(f"logits processor {processor!r} returned shape "
                                          f"{row.shape}, expected ({self.n_vocab},)")
-                _check_row(row, f"the logits after processor {processor!r} (position {position + i})")
+                top = _check_row(row, f"the logits after processor {processor!r} (position {position + i})")
                 self.processor_seconds += time.perf_counter() - t0
             if states[i] is None:
                 out[i] = row
                 continue
             t0 = time.perf_counter()
-            _check_row(row, f"the target's logits at position {position + i}")
+            if top is None:
+                top = _check_row(row, f"the target's logits at position {position + i}")
             always = window
             if window is not None and i:
                 always = np.concatenate([window, np.asarray(drafts[:i])])
-            keep = kept_tokens(states[i], row, self.m, always, top_p=self.top_p, min_p=self.min_p)
+            keep = kept_tokens(states[i], row, self.m, always, top_p=self.top_p, min_p=self.min_p,
+                               top=top)
             if keep.size == 0:
                 raise InvalidRequestError(f"the grammar allows no token at position {position + i}")
             out[i].fill(-np.inf)
