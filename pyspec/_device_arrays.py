@@ -75,8 +75,6 @@ def where(obj) -> str:
 
 
 def is_device_array(obj) -> bool:
-    if type(obj) in _PLAIN_TYPES:
-        return False
     return where(obj) == "device"
 
 

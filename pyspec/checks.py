@@ -88,8 +88,6 @@ def check_requests(requests) -> list:
 
 def draft_count(tokens, name: str) -> int:
     """How many draft ids a 1-D list or array (host or device) holds."""
-    if type(tokens) is list:
-        return len(tokens)
     if _device_arrays.is_device_array(tokens):
         shape = _device_arrays.describe(tokens, name).shape
     else:

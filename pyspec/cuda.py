@@ -244,7 +244,7 @@ class _Uploads:
             _same_device(a, device, name)
             self.keep.append(a.owner)
             return a.ptr, a.shape[0]
-        host = _arrays.token_ids(obj, name, n_vocab) if len(obj) else np.zeros(0, np.int32)
+        host = _arrays.token_ids(obj, name, n_vocab)
         offset = 4 * sum(p.size for p in self.parts)
         self.parts.append(host)
         return ("blob", offset), host.size

@@ -77,7 +77,6 @@ class DraftLengthController:
         self.fixed = fixed
         self.ema = ema
         self.watch = watch
-        self.explore_every = watch.explore_every
         self.costs = BatchCosts(max_n=draft_max + 1)
         self.last_reason = "no round yet"  # why the last round drafted what it drafted
         # The first rounds decode plainly: they measure a real one-token pass and the plain
@@ -102,8 +101,6 @@ class DraftLengthController:
         self._limit: dict = {}       # bucket -> largest draft length for now
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
-        self.probe_after_veto = watch.probe_after_veto
-        self.shadowed = watch.shadowed
 
     # ---- measurements ---------------------------------------------------------------
     def observe(self, r: Round) -> None:
@@ -115,7 +112,7 @@ class DraftLengthController:
         self.record_acceptance(r.offered, r.accepted, r.bucket)
         self.record_round(r.bucket, r.speculative, r.emitted, r.round_seconds)
         self.record_overhead(r.speculative, r.round_seconds - r.target_seconds - r.draft_seconds)
-        if r.shadow_match is not None and self.shadowed:
+        if r.shadow_match is not None and self.watch.shadowed:
             self.record_shadow(r.shadow_match, r.bucket)
 
     def _avg(self, old, new):
@@ -252,7 +249,7 @@ class DraftLengthController:
         best = max(range(self.draft_min, hi + 1), key=rate)
         why = (f"{bucket or 'draft'}: acceptance {self.acceptance(bucket):.2f}, best k={best} "
                f"predicts {rate(best) / rate(0):.2f}x plain")
-        if self.shadowed and draft_cost == 0.0:
+        if self.watch.shadowed and draft_cost == 0.0:
             if self.allow_zero and rate(0) >= rate(best):
                 return 0, f"plain ({why})"
             return best, why
@@ -260,7 +257,7 @@ class DraftLengthController:
         if vetoed:
             why += "; but speculative rounds ran slower than plain ones (realised rates)"
         if self.allow_zero and (rate(0) >= rate(best) or vetoed):
-            if vetoed and not self.probe_after_veto:
+            if vetoed and not self.watch.probe_after_veto:
                 return 0, f"plain ({why})"
             follow_up = self._probe_next.pop(bucket, None)
             if follow_up is not None:  # the last probe passed in full: probe again, longer
@@ -268,7 +265,7 @@ class DraftLengthController:
                 return self._probing[bucket], f"probe, after a probe that passed ({why})"
             streak = self._plain_streak.get(bucket, 0) + 1
             self._plain_streak[bucket] = streak
-            interval = self._explore_interval.get(bucket, self.explore_every)
+            interval = self._explore_interval.get(bucket, self.watch.explore_every)
             if streak < interval:
                 return 0, f"plain ({why}); next probe in {interval - streak} rounds"
             # A cheap probe so the estimates can recover; probes that keep failing to change

@@ -29,6 +29,7 @@ import numpy as np
 import llama_cpp
 
 from .._abi import MAX_PENALTY_WINDOW
+from ..checks import penalty_window
 from ..errors import InvalidRequestError, PyspecError
 from ..llama_graph_build import GraphSamplerUnavailable
 from ..llama_guard import check_llama_build
@@ -328,10 +329,7 @@ class Speculation:
                             context: list, drafts: list, probs, states: list, forbidden: bool,
                             params: SamplingParams, history):
         try:
-            window = None
-            if history:
-                window = np.asarray(history[-params.penalty_last_n:] if params.penalty_last_n > 0
-                                    else history)
+            window = np.asarray(penalty_window(params, history)) if history else None
             rows = constraints.rows(self._rows(addr, n_rows), context, drafts, states, window,
                                     len(context))
             if forbidden:  # the bonus row after a certain rejection: never read
@@ -411,7 +409,7 @@ class Speculation:
         params, constraints = req.params, req.constraints
         self._choose_sampling(params, constraints, req.emitted_rows or req.prompt_rows,
                               req.stopping_criteria, req.stats)
-        req.graph = graph = self._graph
+        graph = self._graph
         if graph is not None and params.penalties_on:
             graph.set_history([], [])  # the window starts with this call's output
         addr = self._evaluate_prompt(req.prompt, req.stats, req.prompt_rows)
@@ -464,7 +462,7 @@ class Speculation:
     def _verify_round(self, req: "_Request", plan: "_Plan") -> tuple:
         """One target pass over the last token and the drafts, and the verify of its rows:
         (VerifyResult, address of the first row, the round's Round record so far)."""
-        params, graph = req.params, req.graph
+        params, graph = req.params, self._graph
         # A forbidden draft kept for rejection sampling is never decoded: it is rejected
         # for certain, and nothing after it is read.
         batch = [req.context[-1]] + plan.drafts[:len(plan.drafts) - plan.forbidden]
@@ -535,7 +533,6 @@ class _Request:
     context: list          # the prompt, then every token emitted so far
     emitted_rows: bool     # copy each emitted token's logits row into llama.scores (logprobs)
     prompt_rows: bool      # and every prompt token's (logprobs with echo)
-    graph: Optional[GraphSampler] = None  # the in-graph sampler, when attached
 
     @property
     def n_prompt(self) -> int:
