@@ -191,6 +191,11 @@ def _batch_rows(llm, tokens, sampler=None):
         if sampler is not None:
             sampler.set_position(1)
             decoder.decode_sampled(tokens, 0, len(tokens))
+            # Only what the sampler hands out crosses to the host: no row of logits (llama.cpp
+            # copies a backend sampler's data->logits unless the sampler clears it).
+            for i in range(len(tokens)):
+                assert llama_cpp.llama_get_sampled_logits_count_ith(llm.ctx, i) == 0
+                assert llama_cpp.llama_get_sampled_candidates_count_ith(llm.ctx, i) == 0
             return sampler.read(0, len(tokens))
         addr = decoder.decode(tokens, 0, len(tokens))
         import ctypes

@@ -87,6 +87,10 @@ static void graph_backend_apply(struct llama_sampler *smpl, struct ggml_context 
     /* 0 when every logit is finite, NaN otherwise (x - x is NaN for NaN and +-inf): the
      * host path's check, for one float per row instead of the row. */
     data->probs = pyspec_graph_finite_check(ctx, logits);
+    /* llama.cpp copies data->logits of every row to the host after the decode (its chain
+     * hands on transformed logits that way); left set, that is the very row this sampler
+     * exists not to copy: n_vocab floats per row, device to host. */
+    data->logits = NULL;
 }
 
 
