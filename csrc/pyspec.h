@@ -241,6 +241,17 @@ PYSPEC_API pyspec_status pyspec_distribution_sparse(pyspec_verifier *verifier, c
                                                     int64_t capacity, int64_t *out_n,
                                                     pyspec_error *err);
 
+/* What a completion's logprobs report for one row of raw (untransformed) logits: the
+ * log-probabilities under its softmax of `token` (into *out_token_logprob; token -1: none)
+ * and of its n_top most likely tokens (out_ids / out_logprobs, capacity n_top, most likely
+ * first, ties: lower id first; their count, below n_top only when the row has fewer finite
+ * entries, into *out_n_top). The normaliser is the one verify's out_logprobs use. NaN or
+ * +inf anywhere, or a row of only -inf, is PYSPEC_ERR_LOGITS. No verifier is needed. */
+PYSPEC_API pyspec_status pyspec_row_logprobs(const void *logits, int64_t n_vocab, int32_t dtype,
+                                             int32_t token, int32_t n_top, int32_t *out_ids,
+                                             float *out_logprobs, int32_t *out_n_top,
+                                             float *out_token_logprob, pyspec_error *err);
+
 /* The uniform in [0, 1) (53 bits) drawn for (seed, position, purpose). */
 PYSPEC_API double pyspec_uniform(uint64_t seed, int64_t position, int32_t purpose);
 

@@ -8,9 +8,9 @@ from ._ffi import lib as _lib
 from .errors import CapacityError, DraftProbsError, LogitsError, PyspecError
 from .params import SamplingParams
 from .rng import Purpose, philox4x32_10, uniform
-from .request import LogitsPointer, SparseDraftProbs, VerifyRequest, VerifyResult
-from .verifier import (default_threads, distribution, distribution_sparse, sample, verify, verify_batch,
-                       verify_from_pointer)
+from .request import LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
+from .verifier import (default_threads, distribution, distribution_sparse, row_logprobs, sample, verify,
+                       verify_batch, verify_from_pointer)
 
 def _c_string(value) -> str:
     from ._ffi import ffi
@@ -28,6 +28,6 @@ from .cuda import cuda_available  # noqa: E402
 __all__ = [
     "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",
     "SamplingParams", "SparseDraftProbs", "VerifyRequest", "VerifyResult", "default_threads",
-    "distribution", "distribution_sparse", "LogitsPointer", "philox4x32_10", "sample", "uniform", "verify", "verify_batch",
+    "distribution", "distribution_sparse", "LogitsPointer", "philox4x32_10", "RowLogprobs", "row_logprobs", "sample", "uniform", "verify", "verify_batch",
     "verify_from_pointer", "SIMD", "HAS_CUDA", "cuda", "cuda_available",
 ]

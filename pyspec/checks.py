@@ -64,6 +64,20 @@ def check_n_vocab(n_vocab, name: str = "n_vocab") -> int:
     return int(n_vocab)
 
 
+def check_count(count, name: str, limit: int) -> int:
+    """A count in [0, limit] as an int."""
+    if not _is_int(count) or not 0 <= count <= limit:
+        raise PyspecError(f"{name} must be an int in [0, {limit}], got {count!r}", Status.SHAPE)
+    return int(count)
+
+
+def check_token(token, name: str, n_vocab: int) -> int:
+    """One token id in [0, n_vocab) as an int."""
+    if not _is_int(token) or not 0 <= token < n_vocab:
+        raise PyspecError(f"{name} = {token!r} is outside [0, n_vocab = {n_vocab})", Status.TOKEN)
+    return int(token)
+
+
 def check_row_stride(row_stride, n_vocab: int) -> int:
     """Elements from one row to the next (``None``: the rows are packed)."""
     if row_stride is None:

@@ -52,6 +52,18 @@ class VerifyRequest:
 
 
 @dataclass(frozen=True)
+class RowLogprobs:
+    """What a completion's ``logprobs`` report for one emitted token (``row_logprobs``), under
+    the raw softmax of its row: ``logprob`` of the token asked about (None when none was),
+    and the ``n_top`` most likely tokens as ``top_ids`` (int32) and ``top_logprobs``
+    (float32), most likely first."""
+
+    logprob: Optional[float]
+    top_ids: np.ndarray
+    top_logprobs: np.ndarray
+
+
+@dataclass(frozen=True)
 class LogitsPointer:
     """One row of logits given by address (for example ``llama_get_logits_ith``): read in
     place, never copied. The caller keeps the buffer alive during the call."""

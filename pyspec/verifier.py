@@ -20,8 +20,8 @@ from ._c_call import SequenceTable, check, new_error
 from ._ffi import ffi, lib
 from .errors import PyspecError
 from .params import SamplingParams
-from .request import (DraftProbs, LogitsPointer, SparseDraftProbs, VerifyRequest,  # noqa: F401
-                      VerifyResult)
+from .request import (DraftProbs, LogitsPointer, RowLogprobs, SparseDraftProbs,  # noqa: F401
+                      VerifyRequest, VerifyResult)
 
 DEFAULT_PARAMS = SamplingParams()
 THREADS_ENV = "PYSPEC_NUM_THREADS"
@@ -301,20 +301,24 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     return call.run(1, n_vocab, code, n_threads)[0]
 
 
+def _one_row(logits):
+    """(logits pointer, n_vocab, dtype code, what must stay alive) of one row: an array or a
+    LogitsPointer."""
+    if isinstance(logits, LogitsPointer):
+        dtype = _arrays.dtype_code(logits.dtype)
+        ptr = ffi.cast(_VOID_P, checks.check_address(logits.address, "LogitsPointer.address"))
+        n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
+        return ptr, n_vocab, dtype, None
+    rows = checks.logits_rows(_arrays.host_view(logits, "logits"), "logits", 1)
+    return ffi.cast(_VOID_P, rows.view.ptr), rows.n_vocab, rows.dtype, rows.view.owner
+
+
 def _single_row(logits, params, penalty_history=None):
     """(logits pointer, n_vocab, dtype code, C params, what must stay alive) of one row (an
     array or a LogitsPointer), for the calls that read one: sample, distribution,
     distribution_sparse."""
     params = checks.check_params(params)
-    if isinstance(logits, LogitsPointer):
-        dtype = _arrays.dtype_code(logits.dtype)
-        ptr = ffi.cast(_VOID_P, checks.check_address(logits.address, "LogitsPointer.address"))
-        n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
-        owner = None
-    else:
-        rows = checks.logits_rows(_arrays.host_view(logits, "logits"), "logits", 1)
-        dtype, n_vocab, owner = rows.dtype, rows.n_vocab, rows.view.owner
-        ptr = ffi.cast(_VOID_P, rows.view.ptr)
+    ptr, n_vocab, dtype, owner = _one_row(logits)
     c_params = ffi.new(_PARAMS_P)
     window = checks.penalty_window(params, penalty_history)
     if window is None:
@@ -337,6 +341,29 @@ def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *
     check(lib.pyspec_sample(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params, position,
                             out, ffi.NULL, err), err)
     return int(out[0])
+
+
+def row_logprobs(logits, token: Optional[int] = None, n_top: int = 0) -> RowLogprobs:
+    """What a completion's ``logprobs`` report for one row of raw logits (``[n_vocab]``
+    float32/float16/bfloat16, or a ``LogitsPointer``): the log-probability of ``token``
+    under the row's softmax (None when ``token`` is None) and its ``n_top`` most likely
+    tokens, most likely first (among equal logits the lower id first). One pass to find the
+    top tokens and one for the normaliser, in C; the one ``verify(..., logprobs=True)`` uses,
+    so the two agree. NaN or +inf in the row raises ``LogitsError``."""
+    ptr, n_vocab, dtype, _keep = _one_row(logits)
+    n_top = checks.check_count(n_top, "n_top", n_vocab)
+    c_token = -1 if token is None else checks.check_token(token, "token", n_vocab)
+    ids = np.empty(n_top, dtype=np.int32)
+    lps = np.empty(n_top, dtype=np.float32)
+    n_found = ffi.new(_INT32_ARRAY, 1)
+    token_lp = ffi.new(_FLOAT_ARRAY, 1)
+    err = _VERIFIERS.err
+    check(lib.pyspec_row_logprobs(ptr, n_vocab, dtype, c_token, n_top,
+                                  ffi.cast("int32_t *", _arrays.address(ids)),
+                                  ffi.cast("float *", _arrays.address(lps)), n_found, token_lp,
+                                  err), err)
+    n = int(n_found[0])
+    return RowLogprobs(None if token is None else float(token_lp[0]), ids[:n], lps[:n])
 
 
 def distribution(logits, params: SamplingParams = DEFAULT_PARAMS, *,

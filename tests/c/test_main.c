@@ -13,7 +13,7 @@
  *
  * The tests live in one file per subject (test_rng.c, test_errors.c, test_logits.c,
  * test_distribution.c, test_draft_probs.c, test_verify.c, test_exactness.c,
- * test_penalties.c, test_cuda_api.c) and share test_util.h. They run as one executable, in
+ * test_penalties.c, test_cuda_api.c, test_logprobs.c) and share test_util.h. They run as one executable, in
  * the order below: the groups draw from one PRNG stream, so the order fixes every random
  * case.
  */
@@ -46,6 +46,8 @@ int main(void) {
         { "4. randomised verify invariants", run_random_invariants },
         { "penalties, randomised", test_penalties_random },
         { "CUDA entry points", test_cuda_entry_points },
+        { "row logprobs", test_row_logprobs },
+        { "row logprobs errors", test_row_logprobs_errors },
     };
     printf("pyspec %s, SIMD path %s\n", pyspec_version(), pyspec_simd_name());
     const double start = wall_seconds();

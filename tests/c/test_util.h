@@ -165,5 +165,7 @@ void test_first_token_distribution(void);       /* test_exactness.c             
 void run_random_invariants(void);               /* test_verify.c                           */
 void test_penalties_random(void);               /* test_penalties.c                        */
 void test_cuda_entry_points(void);              /* test_cuda_api.c                         */
+void test_row_logprobs(void);                   /* test_logprobs.c                         */
+void test_row_logprobs_errors(void);
 
 #endif /* PYSPEC_TEST_UTIL_H */
