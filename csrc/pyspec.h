@@ -118,7 +118,8 @@ typedef struct pyspec_sampling_params {
  * +-FLT_MAX. */
 typedef enum pyspec_limits {
     PYSPEC_MAX_PENALTY_WINDOW = 8192,
-    PYSPEC_MAX_PENALTY = 1000000
+    PYSPEC_MAX_PENALTY = 1000000,
+    PYSPEC_GRAPH_MAX_TOP = 64 /* top logprobs per row the in-graph sampler hands out */
 } pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */
@@ -355,10 +356,14 @@ PYSPEC_API const char * pyspec_graph_llama_version(void);
 /* Attaches a sampler for `params` to sequence seq_id of a llama_context (llama_set_sampler):
  * from the next llama_decode on, llama.cpp samples every output row of that sequence in its
  * graph and no longer copies those rows' logits to the host. PYSPEC_ERR_LLAMA when the device
- * that runs the model lacks an op. Free with pyspec_graph_sampler_detach before the context. */
+ * that runs the model lacks an op. Free with pyspec_graph_sampler_detach before the context.
+ * n_top: -1, no logprobs; 0..PYSPEC_GRAPH_MAX_TOP, each row also computes in the graph what
+ * pyspec_row_logprobs does on the host (its sampled token's raw logprob and the n_top most
+ * likely tokens'), for pyspec_graph_sampler_read_logprobs. Fixed for the sampler's life:
+ * llama.cpp reuses a built graph while the sampler is the same. */
 PYSPEC_API pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
                                                      const pyspec_sampling_params *params,
-                                                     pyspec_graph_sampler **out,
+                                                     int32_t n_top, pyspec_graph_sampler **out,
                                                      pyspec_error *err);
 
 /* The absolute position of the first output row of the next llama_decode. */
@@ -379,6 +384,17 @@ PYSPEC_API pyspec_status pyspec_graph_sampler_set_history(pyspec_graph_sampler *
 PYSPEC_API pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *sampler,
                                                    int32_t first_output, int32_t n_rows,
                                                    int32_t *out_tokens, pyspec_error *err);
+
+/* With logprobs (n_top >= 0 at attach), for the same outputs as pyspec_graph_sampler_read:
+ * each row's sampled-token raw logprob into out_token_logprobs[n_rows], and its n_top most
+ * likely tokens (in no set order) and their logprobs into out_top_ids / out_top_logprobs
+ * [n_rows * n_top]. */
+PYSPEC_API pyspec_status pyspec_graph_sampler_read_logprobs(pyspec_graph_sampler *sampler,
+                                                            int32_t first_output, int32_t n_rows,
+                                                            float *out_token_logprobs,
+                                                            int32_t *out_top_ids,
+                                                            float *out_top_logprobs,
+                                                            pyspec_error *err);
 
 /* Detaches the sampler from its context (llama.cpp copies logits again) and frees it.
  * NULL is allowed. */

@@ -32,3 +32,4 @@ Purpose = _enum("Purpose", "pyspec_purpose", "PYSPEC_PURPOSE_",
 # pyspec_limits: the longest penalty window, and the bound on the penalty values.
 MAX_PENALTY_WINDOW = int(lib.PYSPEC_MAX_PENALTY_WINDOW)
 MAX_PENALTY = float(lib.PYSPEC_MAX_PENALTY)
+MAX_GRAPH_TOP = int(lib.PYSPEC_GRAPH_MAX_TOP)  # top logprobs per row the in-graph sampler gives

@@ -275,11 +275,12 @@ def _stop_never(ids, row):
 
 @pytest.mark.model
 @pytest.mark.parametrize("request_kw, reason", [
-    (dict(logprobs=2), "logprobs"),
+    (dict(logprobs=2, echo=True), "logprobs with echo"),
+    (dict(logprobs=65), "more than 64 top logprobs"),
     (dict(logits_processor=[lambda ids, row: row]), "logits processors"),
     (dict(stopping_criteria=[_stop_never]), "stopping_criteria"),
     (dict(grammar=llama_cpp.LlamaGrammar.from_string('root ::= "a"+', verbose=False)), "grammars"),
-], ids=["logprobs", "processor", "stopping", "grammar"])
+], ids=["logprobs-echo", "logprobs-65", "processor", "stopping", "grammar"])
 def test_graph_mode_refuses_requests_that_read_rows_and_stays_usable(gemma_graph, request_kw, reason):
     with pytest.raises(InvalidRequestError, match=reason):
         gemma_graph.create_completion("Hello", max_tokens=4, **request_kw)

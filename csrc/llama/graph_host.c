@@ -21,7 +21,7 @@ pyspec_status pyspec_graph_sample_rows(const float *logits, int64_t n_vocab,
     if (n_draws < 0 || n_threads < 1) return pyspec_fail(err, PYSPEC_ERR_SHAPE, "need n_draws >= 0 and n_threads >= 1");
     pyspec_status status = pyspec_graph_check_params(params, err);
     if (status != PYSPEC_OK) return status;
-    graph_state *st = pyspec_graph_new_state(params, n_vocab);
+    graph_state *st = pyspec_graph_new_state(params, n_vocab, -1);
     if (!st) return pyspec_fail(err, PYSPEC_ERR_NO_MEMORY, "out of memory");
     status = pyspec_graph_set_windows(st, history, n_history, NULL, 1, err);
     if (status != PYSPEC_OK) {

@@ -32,6 +32,9 @@ typedef struct graph_state {
     int32_t window;            /* penalty_last_n */
     int64_t n_vocab;           /* the model's: pads of a penalty window write past it */
     float log_min_p;
+    int32_t n_top;             /* -1: no logprobs; else each row also gives its token's raw
+                                * logprob and its n_top most likely tokens' (fixed at attach:
+                                * llama.cpp reuses a graph while the sampler is the same) */
     int64_t position;          /* absolute position of the next decode's first output row */
     row_inputs *rows;          /* one per row of the graph being built */
     int32_t n_rows;
@@ -65,10 +68,18 @@ struct ggml_tensor *pyspec_graph_sample_row(struct ggml_context *ctx, const grap
  * path's check, for one float per row instead of the row. */
 struct ggml_tensor *pyspec_graph_finite_check(struct ggml_context *ctx, struct ggml_tensor *logits);
 
+/* The raw log-softmax of `token` (I32 [1]) and of the row's n_top largest logits, as F32
+ * [1 + n_top]; the ids of those n_top into *top_ids (I32 [n_top], in no set order; NULL when
+ * n_top is 0). What a completion's logprobs report, without the row leaving the device. */
+struct ggml_tensor *pyspec_graph_logprobs(struct ggml_context *ctx, struct ggml_tensor *logits,
+                                          struct ggml_tensor *token, int32_t n_top,
+                                          struct ggml_tensor **top_ids);
+
 /* ---- graph_state.c: parameters, penalty windows, inputs ---- */
 
 pyspec_status pyspec_graph_check_params(const pyspec_sampling_params *p, pyspec_error *err);
-graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab);
+graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab,
+                                    int32_t n_top);
 void pyspec_graph_free_state(graph_state *st);
 
 /* Penalty windows for rows 0..n_rows-1 (row r: history, then drafts[0..r)). */

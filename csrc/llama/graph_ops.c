@@ -165,3 +165,21 @@ row_inputs pyspec_graph_make_inputs(struct ggml_context *ctx, const graph_state 
 struct ggml_tensor *pyspec_graph_finite_check(struct ggml_context *ctx, struct ggml_tensor *logits) {
     return ggml_sum(ctx, ggml_sub(ctx, logits, logits));
 }
+
+struct ggml_tensor *pyspec_graph_logprobs(struct ggml_context *ctx, struct ggml_tensor *logits,
+                                          struct ggml_tensor *token, int32_t n_top,
+                                          struct ggml_tensor **top_ids) {
+    const int64_t n = ggml_nelements(logits);
+    struct ggml_tensor *row = ggml_reshape_2d(ctx, logits, n, 1);
+    struct ggml_tensor *vmax = pick(ctx, logits, ggml_argmax(ctx, row));
+    struct ggml_tensor *x = ggml_sub(ctx, logits, vmax); /* <= 0: exp cannot overflow */
+    struct ggml_tensor *log_z = ggml_log(ctx, ggml_sum(ctx, ggml_exp(ctx, x)));
+    struct ggml_tensor *out = ggml_sub(ctx, pick(ctx, x, token), log_z);
+    *top_ids = NULL;
+    if (n_top > 0) {
+        struct ggml_tensor *top = ggml_cont(ctx, ggml_reshape_1d(ctx, ggml_top_k(ctx, row, n_top), n_top));
+        out = ggml_concat(ctx, out, ggml_sub(ctx, pick(ctx, x, top), log_z), 0);
+        *top_ids = top;
+    }
+    return out;
+}

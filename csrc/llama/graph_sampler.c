@@ -85,8 +85,16 @@ static void graph_backend_apply(struct llama_sampler *smpl, struct ggml_context 
     struct ggml_tensor *logits = ggml_reshape_1d(ctx, data->logits, ggml_nelements(data->logits));
     data->sampled = pyspec_graph_sample_row(ctx, st, logits, &in);
     /* 0 when every logit is finite, NaN otherwise (x - x is NaN for NaN and +-inf): the
-     * host path's check, for one float per row instead of the row. */
+     * host path's check, for one float per row instead of the row. With logprobs asked, the
+     * row's raw logprobs follow it (the sampled token's, then the top n_top's, whose ids go
+     * out as the row's candidates). */
     data->probs = pyspec_graph_finite_check(ctx, logits);
+    if (st->n_top >= 0) {
+        struct ggml_tensor *top_ids = NULL;
+        struct ggml_tensor *lp = pyspec_graph_logprobs(ctx, logits, data->sampled, st->n_top, &top_ids);
+        data->probs = ggml_concat(ctx, data->probs, lp, 0);
+        data->candidates = top_ids;
+    }
     /* llama.cpp copies data->logits of every row to the host after the decode (its chain
      * hands on transformed logits that way); left set, that is the very row this sampler
      * exists not to copy: n_vocab floats per row, device to host. */
@@ -111,8 +119,13 @@ static int device_supports_row(graph_state *st, ggml_backend_buffer_type_t buft)
     struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, max_nodes, false);
     struct ggml_tensor *logits = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 128 * 1024);
     const row_inputs in = pyspec_graph_make_inputs(ctx, st, 0);
-    ggml_build_forward_expand(gf, pyspec_graph_sample_row(ctx, st, logits, &in));
+    struct ggml_tensor *token = pyspec_graph_sample_row(ctx, st, logits, &in);
+    ggml_build_forward_expand(gf, token);
     ggml_build_forward_expand(gf, pyspec_graph_finite_check(ctx, logits));
+    if (st->n_top >= 0) {
+        struct ggml_tensor *top_ids = NULL;
+        ggml_build_forward_expand(gf, pyspec_graph_logprobs(ctx, logits, token, st->n_top > 0 ? 1 : 0, &top_ids));
+    }
     int ok = 1;
     for (int i = 0; i < ggml_graph_n_nodes(gf) && ok; ++i)
         ok = ggml_backend_dev_supports_op(device, ggml_graph_node(gf, i));
@@ -152,10 +165,16 @@ static struct llama_sampler_i graph_iface = {
 
 /* ---- the public functions (pyspec.h) -------------------------------------------------- */
 
+/* Floats llama.cpp keeps per row as the sampler's "probs": the finiteness check, then with
+ * logprobs the sampled token's and the top n_top's. */
+static uint32_t probs_per_row(const graph_state *st) {
+    return st->n_top < 0 ? 1u : 2u + (uint32_t)st->n_top;
+}
+
 const char *pyspec_graph_llama_version(void) { return PYSPEC_LLAMA_VERSION; }
 
 pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
-                                          const pyspec_sampling_params *params,
+                                          const pyspec_sampling_params *params, int32_t n_top,
                                           pyspec_graph_sampler **out, pyspec_error *err) {
     if (!llama_context) return pyspec_fail(err, PYSPEC_ERR_NULL, "llama_context is NULL");
     if (!out) return pyspec_fail(err, PYSPEC_ERR_NULL, "out is NULL");
@@ -166,8 +185,11 @@ pyspec_status pyspec_graph_sampler_attach(void *llama_context, int32_t seq_id,
 
     struct llama_context *lctx = (struct llama_context *)llama_context;
     const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(lctx)));
+    if (n_top < -1 || n_top > PYSPEC_GRAPH_MAX_TOP || n_top > n_vocab)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "n_top must be -1 (no logprobs) or in [0, %d], got %d",
+                           (int)(n_vocab < PYSPEC_GRAPH_MAX_TOP ? n_vocab : PYSPEC_GRAPH_MAX_TOP), n_top);
     pyspec_graph_sampler *g = calloc(1, sizeof *g);
-    graph_state *state = pyspec_graph_new_state(params, n_vocab);
+    graph_state *state = pyspec_graph_new_state(params, n_vocab, n_top);
     if (!g || !state) {
         free(g);
         pyspec_graph_free_state(state);
@@ -241,13 +263,45 @@ pyspec_status pyspec_graph_sampler_read(pyspec_graph_sampler *g, int32_t first_o
             return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp has no in-graph sample for output %d (got %d)", row,
                         token);
         const float *check = llama_get_sampled_probs_ith(g->ctx, row);
-        if (!check || llama_get_sampled_probs_count_ith(g->ctx, row) != 1)
+        if (!check || llama_get_sampled_probs_count_ith(g->ctx, row) != probs_per_row(st))
             return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp kept no logits check for output %d", row);
         if (!(check[0] == 0.0f))
             return pyspec_fail(err, PYSPEC_ERR_LOGITS,
                         "target_logits row %d holds NaN or +-inf (found in the graph; the row never left the device)",
                         i);
         out_tokens[i] = token;
+    }
+    return PYSPEC_OK;
+}
+
+pyspec_status pyspec_graph_sampler_read_logprobs(pyspec_graph_sampler *g, int32_t first_output,
+                                                 int32_t n_rows, float *out_token_logprobs,
+                                                 int32_t *out_top_ids, float *out_top_logprobs,
+                                                 pyspec_error *err) {
+    if (!g) return pyspec_fail(err, PYSPEC_ERR_NULL, "sampler is NULL");
+    const graph_state *st = g->state;
+    if (st->n_top < 0)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "this sampler was attached without logprobs (n_top -1)");
+    if (!out_token_logprobs || (st->n_top > 0 && (!out_top_ids || !out_top_logprobs)))
+        return pyspec_fail(err, PYSPEC_ERR_NULL, "an output array is NULL");
+    if (first_output < 0 || n_rows < 1)
+        return pyspec_fail(err, PYSPEC_ERR_SHAPE, "need first_output >= 0 and n_rows >= 1, got %d and %d",
+                           first_output, n_rows);
+    const int32_t k = st->n_top;
+    for (int32_t i = 0; i < n_rows; ++i) {
+        const int32_t row = first_output + i;
+        const float *probs = llama_get_sampled_probs_ith(g->ctx, row);
+        if (!probs || llama_get_sampled_probs_count_ith(g->ctx, row) != probs_per_row(st))
+            return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp kept no logprobs for output %d", row);
+        out_token_logprobs[i] = probs[1];
+        if (k == 0) continue;
+        const llama_token *ids = llama_get_sampled_candidates_ith(g->ctx, row);
+        if (!ids || llama_get_sampled_candidates_count_ith(g->ctx, row) != (uint32_t)k)
+            return pyspec_fail(err, PYSPEC_ERR_LLAMA, "llama.cpp kept no top tokens for output %d", row);
+        for (int32_t j = 0; j < k; ++j) {
+            out_top_ids[(size_t)i * k + j] = ids[j];
+            out_top_logprobs[(size_t)i * k + j] = probs[2 + j];
+        }
     }
     return PYSPEC_OK;
 }

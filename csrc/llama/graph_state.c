@@ -34,7 +34,8 @@ pyspec_status pyspec_graph_check_params(const pyspec_sampling_params *p, pyspec_
 }
 
 /* The state of one sampler for params (checked). */
-graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab) {
+graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_t n_vocab,
+                                    int32_t n_top) {
     graph_state *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->params = *params;
@@ -45,6 +46,7 @@ graph_state *pyspec_graph_new_state(const pyspec_sampling_params *params, int64_
     st->window = st->penalties ? params->penalty_last_n : 0;
     st->n_vocab = n_vocab;
     st->log_min_p = params->min_p > 0.0f ? logf(params->min_p) : -INFINITY;
+    st->n_top = n_top;
     return st;
 }
 

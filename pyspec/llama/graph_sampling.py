@@ -7,8 +7,12 @@ one token per row. Point-mass verification needs nothing more: row i emits its p
 at position ``position + i`` (the host verifier's uniform), and the round ends at the first
 row whose sample differs from its draft.
 
+With ``n_top`` set, each row also computes in the graph what ``pyspec.row_logprobs`` does on
+the host (the sampled token's raw log-probability and the ``n_top`` most likely tokens'):
+what a completion's logprobs report, for 1 + 2 n_top numbers per row instead of the row.
+
 While attached, the context has no host logits for sequence 0: whatever needs a logits row
-(llama-cpp-python's own loop, logprobs, grammars, the host verifier) must detach first.
+(llama-cpp-python's own loop, its logprobs, grammars, the host verifier) must detach first.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from .._ffi import ffi
 from ..errors import raise_for_status
 from ..llama_graph_build import GraphSamplerUnavailable, build_graph_library
 from ..params import SamplingParams
+from ..request import RowLogprobs
 
 _LOCK = threading.Lock()
 _SEQUENCE = 0  # the speculative loop decodes into sequence 0 (BatchDecoder)
@@ -60,7 +65,7 @@ class GraphSampler:
     """One in-graph sampler attached to sequence 0 of ``ctx`` (a llama_context_p) for
     ``params``. ``detach()`` (or ``close()``) gives the context its host logits back."""
 
-    def __init__(self, ctx, params: SamplingParams, max_rows: int):
+    def __init__(self, ctx, params: SamplingParams, max_rows: int, n_top: Optional[int] = None):
         self._lib = graph_library()
         self.params = params
         self._err = ffi.new("pyspec_error *")
@@ -68,11 +73,14 @@ class GraphSampler:
         address = ctypes.cast(ctx, ctypes.c_void_p).value
         c_params = ffi.new("pyspec_sampling_params *")
         params.fill(c_params)
-        self._check(self._lib.pyspec_graph_sampler_attach(ffi.cast("void *", address), _SEQUENCE,
-                                                          c_params, handle, self._err))
+        self._check(self._lib.pyspec_graph_sampler_attach(
+            ffi.cast("void *", address), _SEQUENCE, c_params, -1 if n_top is None else n_top,
+            handle, self._err))
         self._handle: Optional[object] = handle[0]
         self._tokens = ffi.new("int32_t[]", max_rows)
         self._max_rows = max_rows
+        self.n_top = n_top
+        self._logprobs: list = []  # the last read's rows, when n_top is set
 
     def _check(self, status: int) -> None:
         if status:
@@ -101,7 +109,29 @@ class GraphSampler:
             raise ValueError(f"n_rows {n_rows} outside [1, {self._max_rows}]")
         self._check(self._lib.pyspec_graph_sampler_read(self._handle, first_output, n_rows,
                                                         self._tokens, self._err))
-        return np.frombuffer(ffi.buffer(self._tokens, 4 * n_rows), dtype=np.int32).copy()
+        tokens = np.frombuffer(ffi.buffer(self._tokens, 4 * n_rows), dtype=np.int32).copy()
+        if self.n_top is not None:
+            self._logprobs = self._read_logprobs(first_output, n_rows)
+        return tokens
+
+    def logprobs(self, row: int) -> RowLogprobs:
+        """Row ``row`` of the last ``read`` (n_top set at attach): its sampled token's raw
+        log-probability and its n_top most likely tokens, most likely first."""
+        return self._logprobs[row]
+
+    def _read_logprobs(self, first_output: int, n_rows: int) -> list:
+        k = self.n_top
+        token_lp = np.empty(n_rows, dtype=np.float32)
+        ids = np.empty((n_rows, k), dtype=np.int32)
+        lps = np.empty((n_rows, k), dtype=np.float32)
+        self._check(self._lib.pyspec_graph_sampler_read_logprobs(
+            self._handle, first_output, n_rows, ffi.cast("float *", token_lp.ctypes.data),
+            ffi.cast("int32_t *", ids.ctypes.data), ffi.cast("float *", lps.ctypes.data), self._err))
+        rows = []
+        for i in range(n_rows):  # ggml_top_k keeps no order: most likely first, then lower id
+            order = np.lexsort((ids[i], -lps[i]))
+            rows.append(RowLogprobs(float(token_lp[i]), ids[i][order], lps[i][order]))
+        return rows
 
     def detach(self) -> None:
         if self._handle is not None:

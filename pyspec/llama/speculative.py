@@ -28,16 +28,17 @@ import numpy as np
 
 import llama_cpp
 
-from .._abi import MAX_PENALTY_WINDOW
+from .._abi import MAX_GRAPH_TOP, MAX_PENALTY_WINDOW
 from ..checks import penalty_window
 from ..errors import InvalidRequestError, PyspecError
 from ..llama_graph_build import GraphSamplerUnavailable
 from ..llama_guard import check_llama_build
 from ..params import SamplingParams
-from ..request import VerifyResult
-from ..verifier import verify, verify_from_pointer
+from ..request import LogitsPointer, VerifyResult
+from ..verifier import row_logprobs, verify, verify_from_pointer
 from ._decode import BatchDecoder
 from .adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
+from .completion_logprobs import check_n_top, completion_logprobs
 from .constrained_rows import RowConstraints
 from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
@@ -147,6 +148,11 @@ class Speculation:
         # (emitted rows, prompt rows) to keep in llama.scores for the request under way, set
         # by create_completion from its logprobs/echo; None: follow llama._logits_all.
         self.rows_for_request: Optional[tuple] = None
+        # n_top of the logprobs that pyspec answers itself for the request under way (without
+        # rows in scores; create_completion sets it); None: none asked. Each emitted token
+        # lands in last_logprobs as (token, RowLogprobs).
+        self.logprobs_request: Optional[int] = None
+        self.last_logprobs: list = []
         self.logits_all_setting = bool(llama._logits_all)  # what the user created it with
         self.open_stream = None  # the last streamed completion, until a new request starts
         self._closed = False
@@ -181,7 +187,7 @@ class Speculation:
         return graph_unavailable_reason()
 
     def _host_reason(self, params: SamplingParams, constraints, logit_rows: bool,
-                     stopping_criteria) -> str:
+                     stopping_criteria, logprobs_top: Optional[int] = None) -> str:
         """Why this request's rows must be sampled on the host ('' when they can be sampled
         in the graph)."""
         if self.sampling == "host":
@@ -193,7 +199,9 @@ class Speculation:
         if constraints is not None:
             return "grammars and logits processors (they read and change each row)"
         if logit_rows:
-            return "logprobs (they read each emitted token's row)"
+            return "logprobs with echo or stream (llama-cpp-python reads each token's row)"
+        if logprobs_top is not None and logprobs_top > MAX_GRAPH_TOP:
+            return f"more than {MAX_GRAPH_TOP} top logprobs per token"
         if stopping_criteria is not None:
             return "stopping_criteria (they read each emitted token's row)"
         if not self.drafter.point_mass(params):
@@ -201,12 +209,16 @@ class Speculation:
         return ""
 
     def _choose_sampling(self, params: SamplingParams, constraints, logit_rows: bool,
-                         stopping_criteria, stats: SpeculationStats) -> None:
-        """Attaches the in-graph sampler for this request when it can be used."""
-        reason = self._host_reason(params, constraints, logit_rows, stopping_criteria)
+                         stopping_criteria, stats: SpeculationStats,
+                         logprobs_top: Optional[int] = None) -> None:
+        """Attaches the in-graph sampler for this request when it can be used (computing
+        ``logprobs_top`` top logprobs per row when that is set)."""
+        reason = self._host_reason(params, constraints, logit_rows, stopping_criteria,
+                                   logprobs_top)
         if not reason:
             try:
-                self._graph = GraphSampler(self.llama.ctx, params, self.controller.draft_max + 1)
+                self._graph = GraphSampler(self.llama.ctx, params, self.controller.draft_max + 1,
+                                           n_top=logprobs_top)
             except (PyspecError, GraphSamplerUnavailable) as exc:
                 if self.sampling == "graph":
                     raise
@@ -400,15 +412,16 @@ class Speculation:
                                f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
         self.controller.new_request()  # acceptance depends on the text: the last one is a prior
         self.drafter.start_request()
+        self.last_logprobs = []
         return _Request(params, constraints, stopping_criteria, stats, tokens, list(tokens),
-                        emitted_rows, prompt_rows)
+                        emitted_rows, prompt_rows, self.logprobs_request, self.last_logprobs)
 
     def _prompt_round(self, req: "_Request") -> tuple:
         """Chooses where rows are sampled, evaluates the prompt and samples its first token:
         (the tokens to emit, the addresses of the rows that decided them)."""
         params, constraints = req.params, req.constraints
         self._choose_sampling(params, constraints, req.emitted_rows or req.prompt_rows,
-                              req.stopping_criteria, req.stats)
+                              req.stopping_criteria, req.stats, req.logprobs_top)
         graph = self._graph
         if graph is not None and params.penalties_on:
             graph.set_history([], [])  # the window starts with this call's output
@@ -437,6 +450,10 @@ class Speculation:
             if req.stopping_criteria is not None and req.stopping_criteria(
                     np.asarray(req.context, dtype=np.intc), self._rows(rows[j], 1)[0]):
                 return False
+            if req.logprobs_top is not None:
+                req.logprobs.append((tok, self._graph.logprobs(j) if self._graph is not None else
+                                     row_logprobs(LogitsPointer(rows[j], self.n_vocab), tok,
+                                                  req.logprobs_top)))
             req.stats.emitted += 1
             req.context.append(tok)
             yield tok
@@ -533,6 +550,8 @@ class _Request:
     context: list          # the prompt, then every token emitted so far
     emitted_rows: bool     # copy each emitted token's logits row into llama.scores (logprobs)
     prompt_rows: bool      # and every prompt token's (logprobs with echo)
+    logprobs_top: Optional[int]  # pyspec answers logprobs itself: n_top per emitted token
+    logprobs: list         # and each emitted token's (token, RowLogprobs) goes here
 
     @property
     def n_prompt(self) -> int:
@@ -563,11 +582,7 @@ def _speculative_generate(self, tokens, **kwargs):
     spec: Speculation = self._pyspec
     args = dict(_GENERATE_DEFAULTS)
     args.update(kwargs)
-    reason = unsupported_reason(typical_p=args["typical_p"], mirostat_mode=args["mirostat_mode"])
-    if not reason and not args["reset"]:
-        reason = "generate(reset=False)"
-    if not reason and (getattr(self, "_is_recurrent", False) or getattr(self, "_is_hybrid", False)):
-        reason = "recurrent or hybrid models (their KV cells cannot be partly removed)"
+    reason = _fallback_reason(self, args["typical_p"], args["mirostat_mode"], args["reset"])
     if reason:
         if args["grammar"] is not None:
             check_grammar(self, args["grammar"])
@@ -619,6 +634,8 @@ def _speculative_create_completion(self, *args, **kwargs):
     # lock, so that its cleanup cannot run later, in another thread, over this request.
     spec.close_open_stream()
     bound = _COMPLETION_SIGNATURE.bind(self, *args, **kwargs)
+    if _pyspec_answers_logprobs(self, bound):
+        return _completion_with_own_logprobs(self, spec, bound)
     wants = bound.arguments.get("logprobs") is not None
     echo_rows = wants and bool(bound.arguments.get("echo", False)) and not bound.arguments.get("stream", False)
     if wants and self.scores.shape[0] < spec.n_ctx:  # created with logits_all=False
@@ -655,6 +672,50 @@ def _speculative_create_completion(self, *args, **kwargs):
 
     spec.open_stream = stream()
     return spec.open_stream
+
+
+def _pyspec_answers_logprobs(llama, bound) -> bool:
+    """Whether this create_completion's logprobs come from the loop's own records: asked,
+    not streamed, without echo (those read llama-cpp-python's rows), and decoded by the
+    speculative loop (not llama-cpp-python's, which a fallback would run)."""
+    args = bound.arguments
+    if args.get("logprobs") is None or args.get("stream") or args.get("echo"):
+        return False
+    return not _fallback_reason(llama, args.get("typical_p", 1.0), args.get("mirostat_mode", 0))
+
+
+def _completion_with_own_logprobs(llama, spec: Speculation, bound):
+    """create_completion with ``logprobs=n`` answered by pyspec: llama-cpp-python runs the
+    request without logprobs (no rows kept, no n_vocab sort per token) while the loop
+    records each emitted token's RowLogprobs, laid out afterwards in its format."""
+    n_top = min(check_n_top(bound.arguments["logprobs"]), spec.n_vocab)
+    bound.arguments["logprobs"] = None
+    spec.logprobs_request = n_top
+    spec.rows_for_request = (False, False)
+    try:
+        result = llama_cpp.Llama.create_completion(*bound.args, **bound.kwargs)
+    finally:
+        spec.logprobs_request = None
+        spec.rows_for_request = None
+    records = [record for _, record in spec.last_logprobs]
+    generated = [token for token, _ in spec.last_logprobs]
+    n = result["usage"]["completion_tokens"]
+    prompt = bound.arguments["prompt"]
+    lead = [] if len(prompt) > 0 else [llama.token_bos()]  # llama-cpp-python's own first token
+    completion = lead + generated[:n - len(lead)]
+    result["choices"][0]["logprobs"] = completion_logprobs(llama, prompt, completion,
+                                                           records[:n - len(lead)], n_top)
+    return result
+
+
+def _fallback_reason(llama, typical_p, mirostat_mode, reset: bool = True) -> str:
+    """Why llama-cpp-python's own loop must decode a request ('' when pyspec's does)."""
+    reason = unsupported_reason(typical_p=typical_p, mirostat_mode=mirostat_mode)
+    if not reason and not reset:
+        reason = "generate(reset=False)"
+    if not reason and (getattr(llama, "_is_recurrent", False) or getattr(llama, "_is_hybrid", False)):
+        reason = "recurrent or hybrid models (their KV cells cannot be partly removed)"
+    return reason
 
 
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
