@@ -341,6 +341,29 @@ def graph_table(run: Run) -> list:
     return out
 
 
+# --- completion logprobs: llama-cpp-python's own against pyspec's ---------------------------
+
+def logprobs_table(run: Run) -> list:
+    rows = [b["extra_info"] for b in run.named("bench_completion_logprobs")]
+    if not rows:
+        raise MissingResults(f"{run.path}: no bench_completion_logprobs results")
+    e0 = rows[0]
+    out = [run.measured_line(), "",
+           f"One greedy completion of {e0['max_tokens']} tokens with `logprobs={e0['n_top']}`, "
+           f"every side decoding one token per call, medians of {e0['rounds']} alternating "
+           "rounds in one run (the same text everywhere). llama-cpp-python needs "
+           "`logits_all=True` and sorts each emitted token's whole row in Python; pyspec "
+           "records each token's logprob and top n as it decodes:", ""]
+    out += _table(("model", "llama-cpp-python", "pyspec host", "pyspec graph",
+                   "pyspec, no logprobs", "speed-up (host)"), [
+        (GRAPH_MODELS.get(e["model"], e["model"]), f"{e['llama-cpp-python_s']:.2f} s",
+         f"{e['pyspec host_s']:.2f} s", f"{e['pyspec graph_s']:.2f} s",
+         f"{e['pyspec, no logprobs_s']:.2f} s",
+         f"{e['llama-cpp-python_s'] / e['pyspec host_s']:.0f}x")
+        for e in sorted(rows, key=lambda e: e["model"])])
+    return out
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 def llama_build(run: Run) -> list:
@@ -370,6 +393,7 @@ SECTIONS = {
     "generation-table": (("generation",), generation),
     "grammar-table": (("grammar",), grammar_table),
     "graph-table": (("graph",), graph_table),
+    "logprobs-table": (("logprobs",), logprobs_table),
     "llama-build": (("llama-build",), llama_build),
     "test-run": (("test-run",), test_run),
 }

@@ -116,11 +116,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", nargs="+", help="pytest-benchmark JSON files (--benchmark-json)")
     parser.add_argument("-o", "--output", default="benchmark_report.png")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="files without figures to plot (suites such as logprobs or graph, "
+                             "whose numbers are tables): say so and write nothing, exit 0")
     args = parser.parse_args(argv)
     for path in args.json:
         if not Path(path).is_file():
             parser.error(f"{path}: no such file")
-    render(*load(args.json), Path(args.output))
+    benchmarks, machines, dates = load(args.json)
+    if args.allow_empty and not (verify_points(benchmarks) or generation_points(benchmarks)):
+        print("report: nothing to plot in these files (no verify ratios or generation rates); "
+              "no picture written")
+        return 0
+    render(benchmarks, machines, dates, Path(args.output))
     return 0
 
 

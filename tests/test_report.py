@@ -39,3 +39,12 @@ def test_files_without_figures_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="no verify ratios or generation rates"):
         report.main([str(_file(tmp_path, [{"name": "bench_other", "extra_info": {}}])),
                      "-o", str(tmp_path / "r.png")])
+
+
+def test_files_without_figures_write_nothing_when_allowed(tmp_path, capsys):
+    """pyspec bench passes --allow-empty: suites whose numbers are tables (logprobs, graph)
+    succeed without a picture."""
+    out = tmp_path / "r.png"
+    assert report.main([str(_file(tmp_path, [{"name": "bench_other", "extra_info": {}}])),
+                        "-o", str(out), "--allow-empty"]) == 0
+    assert not out.exists() and "nothing to plot" in capsys.readouterr().out
