@@ -329,14 +329,17 @@ def graph_table(run: Run) -> list:
              f"{e['graph_tok_s']:.1f}", f"{e['ratio']:.3f}x")
             for e in sorted(generation, key=lambda e: (e["model"], e["params"]))])
     plain = [b["extra_info"] for b in run.named("bench_graph_plain_path")]
-    if plain:
+    if plain and "host_pair_ratio" in plain[0]:
+        e0 = plain[0]
         out += ["", "The loop without drafts (`draft_max=0`: one token per decode) against "
                 "llama.cpp's own `llama-bench` built from the same sources with the same flags "
-                "(2 threads, 128 tokens, medians of 3 alternating rounds):", ""]
+                f"(2 threads, 128 tokens, flash attention off on both, a context of "
+                f"{e0['n_ctx']} tokens for the loop, {e0['rounds']} alternating rounds); tokens/s "
+                "are medians, ratios the median of each round's own ratio:", ""]
         out += _table(("model", "llama-bench tok/s", "host path", "graph path"), [
             (GRAPH_MODELS.get(e["model"], e["model"]), f"{e['llama_bench_tok_s']:.1f}",
-             f"{e['host_tok_s']:.1f} ({e['host_tok_s'] / e['llama_bench_tok_s']:.3f}x)",
-             f"{e['graph_tok_s']:.1f} ({e['graph_tok_s'] / e['llama_bench_tok_s']:.3f}x)")
+             f"{e['host_tok_s']:.1f} ({e['host_pair_ratio']:.3f}x)",
+             f"{e['graph_tok_s']:.1f} ({e['graph_pair_ratio']:.3f}x)")
             for e in sorted(plain, key=lambda e: e["model"])])
     return out
 

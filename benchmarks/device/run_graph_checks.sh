@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The in-graph sampler on a GPU (issue 11, item 6), in one call on a device machine, from
+# what benchmarks/device/graph_prebuild.sh carried in build/device-graph:
+#   1. llama.cpp's libllama + libggml with the CUDA back end (sm_90; GGML_CUDA=OFF makes
+#      the same build for the CPU, to try the script anywhere), into the carried
+#      llama_cpp package's lib/ and include/
+#   2. libpyspec without CUDA (the in-graph path needs none of pyspec's own kernels)
+#   3. benchmarks/device/graph_checks.py on the tiny model with every layer on the GPU:
+#      graph against host on the same decodes (tokens, logprobs, no rows copied), a
+#      generation, the per-round timing
+# Writes under $OUT (default build/device-graph/out): build.log, graph.json, graph.txt,
+# summary.txt. At most BUDGET seconds (default 540) in all.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUDGET=${BUDGET:-540}
+DEADLINE=$((SECONDS + BUDGET))
+lim() { local left=$((DEADLINE - SECONDS - 5)); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
+ROOT=$PWD
+G=$ROOT/build/device-graph
+OUT=${OUT:-$G/out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+step() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
+note() { echo "$1" | tee -a "$SUMMARY"; }
+PY=${PYTHON:-python3}
+CUDA=${GGML_CUDA:-ON}
+JOBS=$(nproc)
+
+if [ ! -f "$G/VERSION" ] || [ ! -d "$G/llama.cpp" ] || [ ! -f "$G/tiny.gguf" ]; then
+  note "build/device-graph is missing or incomplete: run benchmarks/device/graph_prebuild.sh and carry it"
+  exit 2
+fi
+
+step "environment"
+{ nvidia-smi 2>&1 | head -15; command -v nvcc && nvcc --version | tail -1; cmake --version | head -1
+  $PY --version; } >"$OUT/env.txt" 2>&1
+note "python $($PY -c 'import sys; print(sys.version.split()[0])'), cmake $(cmake --version 2>/dev/null | head -1 | awk '{print $3}'), GGML_CUDA=$CUDA, $JOBS cores"
+
+step "Python packages llama_cpp and pyspec import"
+missing=$($PY - <<'PYEOF'
+import importlib.util
+need = ["numpy", "cffi", "diskcache", "jinja2", "typing_extensions"]
+print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
+PYEOF
+)
+if [ -n "$missing" ]; then
+  $PY -m pip install -q --no-index --find-links "$G/wheels" --target "$G/deps" $missing >"$OUT/pip.txt" 2>&1
+  note "installed from the carried wheels into build/device-graph/deps: $missing (rc=$?)"
+fi
+export PYTHONPATH="$ROOT:$G/site:$G/deps${PYTHONPATH:+:$PYTHONPATH}"
+
+step "llama.cpp $(cat "$G/VERSION")'s libraries (GGML_CUDA=$CUDA)"
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$G/build' $GEN -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DGGML_CUDA=$CUDA -DCMAKE_CUDA_ARCHITECTURES=90-real \
+    -DGGML_CUDA_FA_ALL_QUANTS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF \
+  && cmake --build '$G/build' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
+rc=$?
+note "llama.cpp build: rc=$rc ($(tail -1 "$OUT/build.log"))"
+[ $rc -eq 0 ] || exit 1
+mkdir -p "$G/site/llama_cpp/lib" "$G/site/include"
+find "$G/build" -name 'lib*.so*' -exec cp -P {} "$G/site/llama_cpp/lib/" \;
+cp "$G/llama.cpp/include/"*.h "$G/llama.cpp/ggml/include/"*.h "$G/site/include/"
+
+step "libpyspec (CPU only)"
+timeout "$(lim 120)" bash -c "cmake -S . -B '$G/pyspec' $GEN -DPYSPEC_CUDA=OFF -DPYSPEC_NATIVE=OFF \
+  && cmake --build '$G/pyspec' -j $JOBS" >"$OUT/pyspec_build.log" 2>&1
+note "libpyspec build: rc=$? "
+export PYSPEC_LIBRARY="$G/pyspec/libpyspec.so" PYSPEC_CACHE="$G/cache"
+
+step "graph checks on the tiny model, every layer on the device"
+timeout "$(lim 300)" $PY benchmarks/device/graph_checks.py "$G/tiny.gguf" "$OUT/graph.json" --gpu-layers -1 \
+  2>&1 | grep -v "^llama_kv\|^load_tensors\|^llama_context\|^llama_model_loader" | tee "$OUT/graph.txt"
+note "graph checks: rc=${PIPESTATUS[0]} ($(tail -1 "$OUT/graph.txt"))"
+
+step "summary"
+cat "$SUMMARY"
