@@ -8,7 +8,7 @@ real models are over the carry limit), a real GGUF elsewhere. Each check compare
 with the host path on the very same decode, so the model's weights do not matter:
 
   rows       tokens sampled in the graph against pyspec.sample on the same decode's host
-             rows (greedy, llama-cpp-python's defaults, raw softmax; 12 seeds x 9 rows)
+             rows (greedy, llama-cpp-python's defaults, raw softmax; 24 seeds x 9 rows)
   no_copy    llama.cpp kept no sampled logits or candidates for any row
   logprobs   in-graph logprobs (token and top 5) against pyspec.row_logprobs on host rows
   generate   a generation with lookup drafts, sampling="graph" against "host" (fixed draft
@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+SEEDS = 24  # x 9 rows per configuration
+
 
 def _rows(llm, decoder, tokens) -> np.ndarray:
     decoder.remove_from(0)
@@ -43,10 +45,14 @@ def check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama
     configs = {"greedy": dict(temperature=0.0), "defaults": dict(temperature=0.8, top_k=40, top_p=0.95,
                                                                   min_p=0.05),
                "raw": dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)}
+    # Float arithmetic in the graph moves a draw only when its uniform falls within rounding
+    # of a boundary: at most 1% of the rows with candidates cut, 2% for a raw softmax over the
+    # whole vocabulary (README: In-graph sampling), plus one row for an exact tie.
+    bound = {"greedy": 0.0, "defaults": 0.01, "raw": 0.02}
     out, copied = {}, 0
     for name, config in configs.items():
         differ = 0
-        for seed in range(12):
+        for seed in range(SEEDS):
             params = SamplingParams(seed=seed, **config)
             sampler = GraphSampler(llm.ctx, params, max_rows=len(tokens))
             try:
@@ -61,8 +67,9 @@ def check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama
                 sampler.detach()
             host = [pyspec.sample(rows[i], params, position=1 + i) for i in range(len(tokens))]
             differ += int(np.sum(graph != np.array(host)))
-        out[name] = {"rows": 12 * len(tokens), "differ": differ}
-    return {"configs": out, "ok": all(c["differ"] <= 1 for c in out.values()),
+        n = SEEDS * len(tokens)
+        out[name] = {"rows": n, "differ": differ, "allowed": int(bound[name] * n) + 1}
+    return {"configs": out, "ok": all(c["differ"] <= c["allowed"] for c in out.values()),
             "no_copy": {"floats_or_ids_kept": int(copied), "ok": copied == 0}}
 
 

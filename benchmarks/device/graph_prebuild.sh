@@ -13,18 +13,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
-VERSION=$($PY -c "from pyspec.llama_build import LLAMA_CPP_PYTHON_VERSION as v; print(v)")
+# Read from the source, not imported: the checkout's pyspec has no compiled library.
+VERSION=$(sed -n 's/^LLAMA_CPP_PYTHON_VERSION = "\(.*\)".*/\1/p' pyspec/llama_build.py)
+[ -n "$VERSION" ] || { echo "no LLAMA_CPP_PYTHON_VERSION in pyspec/llama_build.py" >&2; exit 2; }
 G=build/device-graph
 rm -rf "$G" && mkdir -p "$G/site" "$G/wheels"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 echo "llama-cpp-python $VERSION: the sdist's llama.cpp, trimmed"
-$PY -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$TMP"
+# --no-binary for this package only: ":all:" would also build its build tools (cmake) from source
+$PY -m pip download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$TMP"
 tar -xzf "$TMP"/llama_cpp_python-"$VERSION".tar.gz -C "$TMP"
 SRC="$TMP/llama_cpp_python-$VERSION"
 mkdir -p "$G/llama.cpp/ggml/src"
-for part in CMakeLists.txt cmake include src LICENSE; do cp -r "$SRC/vendor/llama.cpp/$part" "$G/llama.cpp/"; done
+for part in CMakeLists.txt cmake include src vendor LICENSE; do cp -r "$SRC/vendor/llama.cpp/$part" "$G/llama.cpp/"; done
 for part in CMakeLists.txt cmake include; do cp -r "$SRC/vendor/llama.cpp/ggml/$part" "$G/llama.cpp/ggml/"; done
 # ggml/src without the back ends this build never enables (each is added only when its
 # GGML_<NAME> option is on)
@@ -38,7 +41,7 @@ echo "$VERSION" >"$G/VERSION"
 
 echo "the tiny model"
 $PY -m pip install -q gguf
-$PY -m pyspec.testing.tiny_gguf "$G/tiny.gguf" --vocab 151936
+$PY pyspec/testing/tiny_gguf.py "$G/tiny.gguf" --vocab 151936  # a plain script: numpy and gguf only
 
 echo "pure-Python packages llama_cpp imports (installed on the device only where missing)"
 $PY -m pip download -q --no-deps --only-binary :all: diskcache typing_extensions jinja2 -d "$G/wheels"

@@ -8,17 +8,19 @@
 #   3. benchmarks/device/graph_checks.py on the tiny model with every layer on the GPU:
 #      graph against host on the same decodes (tokens, logprobs, no rows copied), a
 #      generation, the per-round timing
-# Writes under $OUT (default build/device-graph/out): build.log, graph.json, graph.txt,
-# summary.txt. At most BUDGET seconds (default 540) in all.
+# Builds into build/device-graph-run (the carried folder stays as carried, so it can be
+# carried again) and writes under $OUT (default build/device-graph-run/out): build.log,
+# graph.json, graph.txt, summary.txt. At most BUDGET seconds (default 540) in all.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-540}
 DEADLINE=$((SECONDS + BUDGET))
 lim() { local left=$((DEADLINE - SECONDS - 5)); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
 ROOT=$PWD
-G=$ROOT/build/device-graph
-OUT=${OUT:-$G/out}
-mkdir -p "$OUT"
+G=$ROOT/build/device-graph        # carried: read only
+R=$ROOT/build/device-graph-run    # this run's builds, packages and results
+OUT=${OUT:-$R/out}
+mkdir -p "$R" "$OUT"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 step() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
@@ -45,30 +47,32 @@ print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
 PYEOF
 )
 if [ -n "$missing" ]; then
-  $PY -m pip install -q --no-index --find-links "$G/wheels" --target "$G/deps" $missing >"$OUT/pip.txt" 2>&1
-  note "installed from the carried wheels into build/device-graph/deps: $missing (rc=$?)"
+  $PY -m pip install -q --no-index --find-links "$G/wheels" --target "$R/deps" $missing >"$OUT/pip.txt" 2>&1
+  note "installed from the carried wheels into build/device-graph-run/deps: $missing (rc=$?)"
 fi
-export PYTHONPATH="$ROOT:$G/site:$G/deps${PYTHONPATH:+:$PYTHONPATH}"
+rm -rf "$R/site" && cp -r "$G/site" "$R/site"
+export PYTHONPATH="$ROOT:$R/site:$R/deps${PYTHONPATH:+:$PYTHONPATH}"
 
 step "llama.cpp $(cat "$G/VERSION")'s libraries (GGML_CUDA=$CUDA)"
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$G/build' $GEN -DCMAKE_BUILD_TYPE=Release \
+timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$R/build-cuda-$CUDA' $GEN -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DGGML_CUDA=$CUDA -DCMAKE_CUDA_ARCHITECTURES=90-real \
     -DGGML_CUDA_FA_ALL_QUANTS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF \
-  && cmake --build '$G/build' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
+    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_CURL=OFF \
+  && cmake --build '$R/build-cuda-$CUDA' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
 rc=$?
 note "llama.cpp build: rc=$rc ($(tail -1 "$OUT/build.log"))"
 [ $rc -eq 0 ] || exit 1
-mkdir -p "$G/site/llama_cpp/lib" "$G/site/include"
-find "$G/build" -name 'lib*.so*' -exec cp -P {} "$G/site/llama_cpp/lib/" \;
-cp "$G/llama.cpp/include/"*.h "$G/llama.cpp/ggml/include/"*.h "$G/site/include/"
+mkdir -p "$R/site/llama_cpp/lib" "$R/site/include"
+find "$R/build-cuda-$CUDA" -name 'lib*.so*' -exec cp -P {} "$R/site/llama_cpp/lib/" \;
+cp "$G/llama.cpp/include/"*.h "$G/llama.cpp/ggml/include/"*.h "$R/site/include/"
 
 step "libpyspec (CPU only)"
-timeout "$(lim 120)" bash -c "cmake -S . -B '$G/pyspec' $GEN -DPYSPEC_CUDA=OFF -DPYSPEC_NATIVE=OFF \
-  && cmake --build '$G/pyspec' -j $JOBS" >"$OUT/pyspec_build.log" 2>&1
+timeout "$(lim 120)" bash -c "cmake -S . -B '$R/pyspec' $GEN -DPYSPEC_CUDA=OFF -DPYSPEC_NATIVE=OFF \
+  && cmake --build '$R/pyspec' -j $JOBS" >"$OUT/pyspec_build.log" 2>&1
 note "libpyspec build: rc=$? "
-export PYSPEC_LIBRARY="$G/pyspec/libpyspec.so" PYSPEC_CACHE="$G/cache"
+export PYSPEC_LIBRARY="$R/pyspec/libpyspec.so" PYSPEC_CACHE="$R/cache"
 
 step "graph checks on the tiny model, every layer on the device"
 timeout "$(lim 300)" $PY benchmarks/device/graph_checks.py "$G/tiny.gguf" "$OUT/graph.json" --gpu-layers -1 \
