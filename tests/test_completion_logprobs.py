@@ -126,7 +126,7 @@ def test_chat_completion_top_logprobs(qwen_path):
 def test_bad_logprobs_argument_raises_and_leaves_the_model_usable(gemma_path):
     llm = SpeculativeLlama(gemma_path, **KW)
     try:
-        for bad in (-1, 1.5, True):
+        for bad in (-1, 1.5, "2"):
             with pytest.raises(ValueError, match="logprobs must be an int >= 0"):
                 llm.create_completion(PROMPT, max_tokens=4, logprobs=bad)
             assert llm.speculation.logprobs_request is None and not llm._logits_all
@@ -134,6 +134,9 @@ def test_bad_logprobs_argument_raises_and_leaves_the_model_usable(gemma_path):
         assert out["choices"][0]["logprobs"] is None and out["usage"]["completion_tokens"] == 4
         out = llm.create_completion(PROMPT, max_tokens=1, temperature=0.0, logprobs=0)
         assert len(out["choices"][0]["logprobs"]["top_logprobs"][0]) == 1  # just the emitted token
+        # a bool is the int it is, as llama-cpp-python takes it: True lists one top token
+        out = llm.create_completion(PROMPT, max_tokens=1, temperature=0.0, logprobs=True)
+        assert len(out["choices"][0]["logprobs"]["top_logprobs"][0]) == 1
     finally:
         llm.close()
 

@@ -22,8 +22,7 @@ def _reference(row, n_top):
 @pytest.mark.parametrize("n_vocab", [7, 1000, 151936])
 @pytest.mark.parametrize("n_top", [0, 1, 5, 20])
 def test_token_and_top_logprobs_match_float64_log_softmax(rng, n_vocab, n_top):
-    if n_top > n_vocab:
-        pytest.skip("n_top above the vocabulary")
+    n_top = min(n_top, n_vocab)  # V=7: the whole vocabulary, in order
     row = (rng.standard_normal(n_vocab) * 3).astype(np.float32)
     lp, order = _reference(row, n_top)
     for token in (0, int(np.argmax(row)), n_vocab - 1):

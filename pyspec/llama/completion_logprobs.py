@@ -21,11 +21,12 @@ from typing import Optional, Sequence
 
 
 def check_n_top(logprobs) -> int:
-    """llama-cpp-python's ``logprobs`` argument: how many top tokens each entry lists."""
-    if isinstance(logprobs, bool) or not isinstance(logprobs, int) or logprobs < 0:
+    """llama-cpp-python's ``logprobs`` argument: how many top tokens each entry lists. A bool
+    counts as the int it is (llama-cpp-python lists one top token for True, none for False)."""
+    if not isinstance(logprobs, int) or logprobs < 0:
         raise ValueError(f"logprobs must be an int >= 0 (top tokens listed per emitted token), "
                          f"got {logprobs!r}")
-    return logprobs
+    return int(logprobs)
 
 
 def completion_logprobs(llama, prompt, completion_tokens: Sequence[int], records: list,
