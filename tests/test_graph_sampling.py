@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 import pyspec
+from pyspec._abi import Status
+from pyspec._ffi import ffi
 from pyspec.errors import InvalidRequestError, LogitsError, PyspecError
 from pyspec.llama import SpeculativeLlama, enable_speculation
 from pyspec.llama._decode import BatchDecoder
-from pyspec.llama.graph_sampling import GraphSampler, point_mass_result, sample_in_ggml
+from pyspec.llama.graph_sampling import GraphSampler, graph_library, point_mass_result, sample_in_ggml
 from pyspec.llama_build import LLAMA_CPP_PYTHON_VERSION
 from pyspec.llama_graph_build import GraphSamplerUnavailable, build_graph_library
 from pyspec.params import SamplingParams
@@ -204,6 +206,25 @@ def _batch_rows(llm, tokens, sampler=None):
     finally:
         decoder.close()
         llm.n_tokens = 0
+
+
+@pytest.mark.model
+def test_logprobs_sampler_arguments_are_checked(gemma_graph):
+    params = SamplingParams(seed=1)
+    for bad in (-2, 65):
+        with pytest.raises(PyspecError, match="n_top must be -1"):
+            GraphSampler(gemma_graph.ctx, params, max_rows=2, n_top=bad)
+    sampler = GraphSampler(gemma_graph.ctx, params, max_rows=2)  # no logprobs asked
+    try:
+        err = ffi.new("pyspec_error *")
+        out = ffi.new("float[]", 2)
+        status = graph_library().pyspec_graph_sampler_read_logprobs(sampler._handle, 0, 1, out,
+                                                                  ffi.NULL, ffi.NULL, err)
+        assert status == Status.SHAPE and b"without logprobs" in ffi.string(err.message)
+    finally:
+        sampler.detach()
+    gemma_graph.create_completion("Hello", max_tokens=2)  # the context is usable afterwards
+    assert gemma_graph.speculation.last.sampling == "graph"
 
 
 @pytest.mark.model
