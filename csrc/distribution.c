@@ -20,8 +20,7 @@
 #include "rules.h"
 
 
-/* Shell sort by rank; `w` (may be NULL) is permuted along. k is usually tens. */
-static void sort_by_rank(int32_t *token, float *logit, uint64_t *w, int64_t n) {
+void pyspec_sort_by_rank(int32_t *token, float *logit, uint64_t *w, int64_t n) {
     int64_t gap = 1;
     while (gap < n / 3) gap = 3 * gap + 1;
     for (; gap >= 1; gap /= 3) {
@@ -80,7 +79,7 @@ static int64_t nucleus_select(int32_t *token, float *logit, uint64_t *w, int64_t
         acc += mass_eq;
         lo = lt;
     }
-    sort_by_rank(token + lo, logit + lo, w + lo, hi - lo);
+    pyspec_sort_by_rank(token + lo, logit + lo, w + lo, hi - lo);
     for (int64_t j = lo; j < hi; ++j) {
         acc += w[j];
         if (pyspec_top_p_reached(acc, top_p, z)) return j + 1;
@@ -238,7 +237,7 @@ pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
         dist->max_logit = logit[0];
         dist->shift = shift;
     } else if (use_top_k) {
-        sort_by_rank(token, logit, NULL, n);
+        pyspec_sort_by_rank(token, logit, NULL, n);
         if (n > p->top_k) n = p->top_k;
         finish_dist(token, logit, w, n, 1, logit[0], 0, log_min_p, shift, p, dist);
     } else { /* top-k off: gather the min-p survivors (a second pass) */

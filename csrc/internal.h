@@ -93,6 +93,10 @@ uint64_t pyspec_fixed_weights(const float *logit, int64_t n, float max_logit, fl
 
 /* ---- distribution.c: transforms and draws -------------------------------------------- */
 
+/* Shell sort of parallel (token, logit) arrays by rank (pyspec_ranks_before: higher logit
+ * first, lower id on ties); `w` (may be NULL) is permuted along. n is usually tens. */
+void pyspec_sort_by_rank(int32_t *token, float *logit, uint64_t *w, int64_t n);
+
 /* Builds the transformed distribution of one row (penalties: NULL or the row's window).
  * Returns PYSPEC_OK or PYSPEC_ERR_LOGITS. */
 pyspec_status pyspec_build_dist(const void *row, int64_t n_vocab, int32_t dtype,
