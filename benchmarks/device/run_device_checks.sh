@@ -16,18 +16,9 @@
 # exists and carry build/device-prebuilt along.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-# The whole script fits in BUDGET seconds (the device tool allows 600 per command): each
-# step gets at most its own limit and never more than what is left.
-BUDGET=${BUDGET:-540}
-DEADLINE=$((SECONDS + BUDGET))
-lim() { local left=$((DEADLINE - SECONDS - 5)); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/device-out}
-mkdir -p "$OUT"
-SUMMARY=$OUT/summary.txt
-: >"$SUMMARY"
-step() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
-note() { echo "$1" | tee -a "$SUMMARY"; }
+. benchmarks/device/_steps.sh  # BUDGET, lim, step, note
 PY=${PYTHON:-python3}
 
 step "environment"

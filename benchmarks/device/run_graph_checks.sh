@@ -13,18 +13,12 @@
 # graph.json, graph.txt, summary.txt. At most BUDGET seconds (default 540) in all.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUDGET=${BUDGET:-540}
-DEADLINE=$((SECONDS + BUDGET))
-lim() { local left=$((DEADLINE - SECONDS - 5)); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
 ROOT=$PWD
 G=$ROOT/build/device-graph        # carried: read only
 R=$ROOT/build/device-graph-run    # this run's builds, packages and results
 OUT=${OUT:-$R/out}
-mkdir -p "$R" "$OUT"
-SUMMARY=$OUT/summary.txt
-: >"$SUMMARY"
-step() { printf '\n==> %s (%s)\n' "$1" "$(date +%T)"; }
-note() { echo "$1" | tee -a "$SUMMARY"; }
+mkdir -p "$R"
+. benchmarks/device/_steps.sh  # BUDGET, lim, step, note
 PY=${PYTHON:-python3}
 CUDA=${GGML_CUDA:-ON}
 JOBS=$(nproc)
