@@ -29,13 +29,15 @@ def check_n_top(logprobs) -> int:
     return int(logprobs)
 
 
-def completion_logprobs(llama, prompt, completion_tokens: Sequence[int], records: list,
+def completion_logprobs(llama, prompt, emitted: Sequence[tuple], n_completion: int,
                         n_top: int) -> dict:
-    """The ``logprobs`` of a non-echo completion: ``records[i]`` is the RowLogprobs of the
-    i-th generated token; ``completion_tokens`` what llama-cpp-python counted as the
-    completion (with an empty prompt it starts with a BOS that nobody generated)."""
+    """The ``logprobs`` of a non-echo completion. ``emitted``: the loop's (token, RowLogprobs)
+    per generated token; ``n_completion``: llama-cpp-python's ``completion_tokens`` count,
+    which with an empty prompt includes a BOS of its own, put first, that nobody generated."""
     bos = llama.token_bos()
-    lead = len(completion_tokens) - len(records)  # that BOS, if any
+    lead = [] if len(prompt) > 0 else [bos]
+    emitted = list(emitted[:n_completion - len(lead)])
+    completion_tokens = lead + [token for token, _ in emitted]
     text_offset = len(prompt)
 
     def text(tokens, prev_tokens: Optional[list] = None) -> str:
@@ -43,10 +45,10 @@ def completion_logprobs(llama, prompt, completion_tokens: Sequence[int], records
 
     tokens, offsets, token_logprobs, top_logprobs = [], [], [], []
     for idx, token in enumerate(completion_tokens):
-        if token == bos or idx < lead:
+        if token == bos or idx < len(lead):
             continue
-        record = records[idx - lead]
-        before = list(completion_tokens[:idx])
+        record = emitted[idx - len(lead)][1]
+        before = completion_tokens[:idx]
         token_str = text([token], before)
         offsets.append(text_offset + len(text(before)))
         tokens.append(token_str)

@@ -697,14 +697,9 @@ def _completion_with_own_logprobs(llama, spec: Speculation, bound):
     finally:
         spec.logprobs_request = None
         spec.rows_for_request = None
-    records = [record for _, record in spec.last_logprobs]
-    generated = [token for token, _ in spec.last_logprobs]
-    n = result["usage"]["completion_tokens"]
-    prompt = bound.arguments["prompt"]
-    lead = [] if len(prompt) > 0 else [llama.token_bos()]  # llama-cpp-python's own first token
-    completion = lead + generated[:n - len(lead)]
-    result["choices"][0]["logprobs"] = completion_logprobs(llama, prompt, completion,
-                                                           records[:n - len(lead)], n_top)
+    result["choices"][0]["logprobs"] = completion_logprobs(
+        llama, bound.arguments["prompt"], spec.last_logprobs, result["usage"]["completion_tokens"],
+        n_top)
     return result
 
 
