@@ -18,10 +18,9 @@ import time
 import pytest
 
 from pyspec.llama import SpeculativeLlama
-from pyspec.llama.graph_sampling import GraphSampler
+from pyspec.testing.graph_rounds import paired_rounds
 from pyspec.testing.models import ensure_model
 from pyspec.params import SamplingParams
-from pyspec.verifier import verify_from_pointer
 
 from bench_generation import REPEAT_PROMPT
 
@@ -38,27 +37,6 @@ def model(request):
     llm.close()
 
 
-def _host_round(llm, batch, n_past, params):
-    dec = llm.speculation.decoder
-    dec.remove_from(n_past)
-    t0 = time.perf_counter()
-    addr = dec.decode(batch, n_past, len(batch))
-    t1 = time.perf_counter()
-    verify_from_pointer(addr, llm.n_vocab(), batch[1:], params=params, position=n_past + 1)
-    return time.perf_counter() - t0, time.perf_counter() - t1
-
-
-def _graph_round(llm, sampler, batch, n_past):
-    dec = llm.speculation.decoder
-    dec.remove_from(n_past)
-    t0 = time.perf_counter()
-    sampler.set_position(n_past + 1)
-    dec.decode_sampled(batch, n_past, len(batch))
-    t1 = time.perf_counter()
-    sampler.read(0, len(batch))
-    return time.perf_counter() - t0, time.perf_counter() - t1
-
-
 @pytest.mark.parametrize("k", [1, 4, 8, 16])
 @pytest.mark.parametrize("kind", sorted(PARAMS))
 def bench_graph_round(benchmark, model, kind, k, generation_rows):
@@ -70,30 +48,14 @@ def bench_graph_round(benchmark, model, kind, k, generation_rows):
     n_past = len(prompt) - (k + 1)
     dec.decode(prompt[:n_past], 0, 1)
     batch = prompt[n_past:]
-    host, graph = [], []
-
-    def pairs():
-        for _ in range(PAIRS):
-            host.append(_host_round(llm, batch, n_past, params))
-            sampler = GraphSampler(llm.ctx, params, max_rows=len(batch))
-            try:
-                _graph_round(llm, sampler, batch, n_past)  # the first decode builds the graph
-                graph.append(_graph_round(llm, sampler, batch, n_past))
-            finally:
-                sampler.detach()
-
-    benchmark.pedantic(pairs, rounds=1, iterations=1)
-    med = {side: (statistics.median(r for r, _ in runs), statistics.median(a for _, a in runs))
-           for side, runs in (("host", host), ("graph", graph))}
-    ratio = med["graph"][0] / med["host"][0]
-    benchmark.extra_info.update(model=name, params=kind, k=k, host_round_ms=med["host"][0] * 1e3,
-                                graph_round_ms=med["graph"][0] * 1e3, round_ratio=ratio,
-                                host_after_decode_ms=med["host"][1] * 1e3,
-                                graph_after_decode_ms=med["graph"][1] * 1e3)
+    rounds = {}
+    benchmark.pedantic(lambda: rounds.update(paired_rounds(llm, batch, n_past, params, PAIRS)),
+                       rounds=1, iterations=1)
+    benchmark.extra_info.update(model=name, params=kind, k=k, **rounds)
     generation_rows.append(
-        f"graph round {name:5s} {kind:7s} k={k:2d}  host {med['host'][0] * 1e3:7.2f} ms "
-        f"(after decode {med['host'][1] * 1e3:5.2f})  graph {med['graph'][0] * 1e3:7.2f} ms "
-        f"(after decode {med['graph'][1] * 1e3:5.2f})  graph/host x{ratio:5.3f}")
+        f"graph round {name:5s} {kind:7s} k={k:2d}  host {rounds['host_round_ms']:7.2f} ms "
+        f"(after decode {rounds['host_after_decode_ms']:5.2f})  graph {rounds['graph_round_ms']:7.2f} ms "
+        f"(after decode {rounds['graph_after_decode_ms']:5.2f})  graph/host x{rounds['round_ratio']:5.3f}")
     llm.n_tokens = 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
 import sys
 import time
 
@@ -108,7 +107,7 @@ def check_generate(path, kw, SpeculativeLlama) -> dict:
             "ok": tokens["graph"][0] == tokens["host"][0] and tokens["graph"][1] == "graph"}
 
 
-def check_rounds(llm, decoder, pyspec, GraphSampler, SamplingParams, pairs: int = 12) -> list:
+def check_rounds(llm, decoder, SamplingParams, paired_rounds, pairs: int = 12) -> list:
     prompt = list(range(500, 560))
     out = []
     for kind, params in (("greedy", SamplingParams.greedy_params(seed=1)), ("default", SamplingParams(seed=1))):
@@ -117,31 +116,7 @@ def check_rounds(llm, decoder, pyspec, GraphSampler, SamplingParams, pairs: int 
             batch = prompt[n_past:]
             decoder.remove_from(0)
             decoder.decode(prompt[:n_past], 0, 1)
-            host, graph = [], []
-            for _ in range(pairs):
-                decoder.remove_from(n_past)
-                t0 = time.perf_counter()
-                addr = decoder.decode(batch, n_past, len(batch))
-                t1 = time.perf_counter()
-                pyspec.verify_from_pointer(addr, llm.n_vocab(), batch[1:], params=params, position=n_past + 1)
-                host.append((time.perf_counter() - t0, time.perf_counter() - t1))
-                sampler = GraphSampler(llm.ctx, params, max_rows=len(batch))
-                try:
-                    for attempt in range(2):  # the first decode builds and reserves the graph
-                        decoder.remove_from(n_past)
-                        t0 = time.perf_counter()
-                        sampler.set_position(n_past + 1)
-                        decoder.decode_sampled(batch, n_past, len(batch))
-                        t1 = time.perf_counter()
-                        sampler.read(0, len(batch))
-                    graph.append((time.perf_counter() - t0, time.perf_counter() - t1))
-                finally:
-                    sampler.detach()
-            med = {side: (statistics.median(r for r, _ in runs) * 1e3, statistics.median(a for _, a in runs) * 1e3)
-                   for side, runs in (("host", host), ("graph", graph))}
-            out.append({"params": kind, "k": k, "host_round_ms": med["host"][0], "host_after_decode_ms": med["host"][1],
-                        "graph_round_ms": med["graph"][0], "graph_after_decode_ms": med["graph"][1],
-                        "ratio": med["graph"][0] / med["host"][0]})
+            out.append({"params": kind, "k": k, **paired_rounds(llm, batch, n_past, params, pairs)})
     return out
 
 
@@ -159,6 +134,7 @@ def main(argv=None) -> int:
     from pyspec.llama.graph_sampling import GraphSampler  # noqa: PLC0415
     from pyspec.llama.speculative import model_output_on_gpu  # noqa: PLC0415
     from pyspec.params import SamplingParams  # noqa: PLC0415
+    from pyspec.testing.graph_rounds import paired_rounds  # noqa: PLC0415
 
     kw = dict(n_ctx=512, n_threads=2, verbose=False, n_gpu_layers=args.gpu_layers)
     report = {"llama_cpp_python": llama_cpp.__version__,
@@ -171,7 +147,7 @@ def main(argv=None) -> int:
     steps = {
         "rows": lambda: check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama_cpp),
         "logprobs": lambda: check_logprobs(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams),
-        "rounds": lambda: check_rounds(llm, decoder, pyspec, GraphSampler, SamplingParams),
+        "rounds": lambda: check_rounds(llm, decoder, SamplingParams, paired_rounds),
     }
     failed = []
     for name, step in steps.items():
