@@ -58,3 +58,26 @@ def qwen_logits(qwen_path):
 @pytest.fixture(scope="session")
 def gemma_logits(gemma_path):
     return _real_logits(gemma_path, CODE_PROMPT, 9)
+
+
+@pytest.fixture(scope="session")
+def batch_noise():
+    """``batch_noise(model_path)``: how far this build's batched logits are from one-token
+    logits for that model (pyspec.testing.near_tie), measured once per session. Every test
+    that compares outputs across batch shapes takes its near-tie bound from here."""
+    import llama_cpp
+    from pyspec.testing.near_tie import measure_batch_noise
+
+    measured = {}
+
+    def measure(path):
+        if path not in measured:
+            llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_threads=2, verbose=False)
+            try:
+                measured[path] = measure_batch_noise(llm)
+            finally:
+                llm.close()
+            print(f"\n{os.path.basename(path)}: {measured[path].describe()}")
+        return measured[path]
+
+    return measure

@@ -12,6 +12,7 @@ import pyspec
 from pyspec.llama import (DraftModel, PromptLookup, SpeculativeLlama, VocabularyMismatchError,
                           enable_speculation)
 from pyspec.llama._decode import BatchDecoder
+from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap, one_token_row
 from reference import chisquare_pvalue, reference_distribution
 
 pytestmark = pytest.mark.model
@@ -28,8 +29,13 @@ EDIT_PROMPT = ("<|im_start|>user\nRename the variable total_price to grand_total
                f"and output the full code only:\n```python\n{CODE}```<|im_end|>\n"
                "<|im_start|>assistant\n")
 OPEN_PROMPT = "<|im_start|>user\nWrite a haiku about rivers.<|im_end|>\n<|im_start|>assistant\n"
-NEAR_TIE = 0.5  # batched vs one-token logits differ by up to this much on Qwen (measured)
 KW = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
+
+
+@pytest.fixture(scope="module")
+def qwen_ties(batch_noise, qwen_path):
+    """The near-tie bound of this build for Qwen 1.5B (pyspec.testing.near_tie)."""
+    return batch_noise(qwen_path).tie_bound
 
 
 @pytest.fixture(scope="module")
@@ -66,69 +72,67 @@ def _tokens(llm, prompt, max_tokens, prefix=(), **kw):
     return out
 
 
-def _gap_at(plain, prompt_tokens, prefix, token_a, token_b):
-    """|logit(a) - logit(b)| after prompt + prefix, evaluated one token at a time."""
-    plain.reset()
-    plain.eval(prompt_tokens + prefix)
-    row = np.ctypeslib.as_array(plain._ctx.get_logits_ith(-1), shape=(plain.n_vocab(),))
-    return abs(float(row[token_a]) - float(row[token_b]))
-
-
-def _assert_same_or_near_tie(plain, spec, prompt, n=96, **kw):
+def _assert_same_or_near_tie(plain, spec, prompt, bound, n=96, **kw):
     """Greedy outputs must be equal, except at a near-tie of the target's one-token logits
-    (llama.cpp's batched logits differ slightly). After such a divergence both runs are
-    forced onto plain's prefix (through the divergence) and compared again, so an error
-    that emits the runner-up only after a near-tie is still caught."""
+    under this build's measured bound (pyspec.testing.near_tie.compare_greedy: after such a
+    divergence both runs are forced onto plain's prefix and compared again)."""
     greedy = dict(temp=0.0, **kw)
     prompt_tokens = plain.tokenize(prompt.encode(), special=True)
-    prefix: list = []
-    for _ in range(4):  # at most a few near-ties in one text
-        a = _tokens(plain, prompt, n - len(prefix), prefix, **greedy)
-        b = _tokens(spec, prompt, n - len(prefix), prefix, **greedy)
-        if a == b:
-            return
-        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        assert i < min(len(a), len(b)), f"one output is a prefix of the other at {len(prefix) + i}"
-        gap = _gap_at(plain, prompt_tokens, prefix + a[:i], a[i], b[i])
-        assert gap < NEAR_TIE, (f"greedy outputs diverge at token {len(prefix) + i} where the "
-                                f"logit gap is {gap}")
-        prefix += a[: i + 1]
-        if len(prefix) >= n:
-            return
-    raise AssertionError(f"more than 4 near-tie divergences in {n} tokens")
+    compare_greedy(lambda prefix: _tokens(plain, prompt, n - len(prefix), prefix, **greedy),
+                   lambda prefix: _tokens(spec, prompt, n - len(prefix), prefix, **greedy),
+                   lambda prefix, a, b: one_token_gap(plain, prompt_tokens, prefix, a, b),
+                   bound, n, what="greedy outputs")
 
 
-def test_greedy_lookup_equals_plain_greedy(plain, spec_lookup):
-    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT)
+def _assert_texts_same_or_near_tie(plain, prompt, reference, other, bound):
+    compare_texts(plain, plain.tokenize(prompt.encode(), special=True), reference, other, bound)
+
+
+def test_greedy_lookup_equals_plain_greedy(plain, spec_lookup, qwen_ties):
+    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT, qwen_ties)
     assert spec_lookup.speculation.last.accepted > 10  # it really speculated
 
 
-def test_greedy_draft_model_equals_plain_greedy(plain, qwen_path, draft_path):
+def test_greedy_draft_model_equals_plain_greedy(plain, qwen_path, draft_path, qwen_ties):
     llm = SpeculativeLlama(qwen_path, draft=draft_path, draft_max=4, adaptive=False, **KW)
     try:
-        _assert_same_or_near_tie(plain, llm, OPEN_PROMPT, n=48)
+        _assert_same_or_near_tie(plain, llm, OPEN_PROMPT, qwen_ties, n=48)
         stats = llm.speculation.last
         assert stats.drafted > 20 and stats.accepted > 5
     finally:
         llm.close()
 
 
-def test_completion_chat_streaming_and_stop_strings_match_plain(plain, spec_lookup):
+def _chat_prompt(llm, messages) -> str:
+    """The prompt llama-cpp-python's chat completion renders from the model's own template."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    token = lambda t: llm._model.token_get_text(t) if t >= 0 else ""  # noqa: E731
+    formatter = Jinja2ChatFormatter(llm.metadata["tokenizer.chat_template"],
+                                    eos_token=token(llama_cpp.llama_vocab_eos(vocab)),
+                                    bos_token=token(llama_cpp.llama_vocab_bos(vocab)))
+    return formatter(messages=messages).prompt
+
+
+def test_completion_chat_streaming_and_stop_strings_match_plain(plain, spec_lookup, qwen_ties):
     req = dict(max_tokens=80, temperature=0.0, seed=1)
     a = plain.create_completion(EDIT_PROMPT, **req)["choices"][0]["text"]
     b = spec_lookup.create_completion(EDIT_PROMPT, **req)["choices"][0]["text"]
-    assert a == b
+    _assert_texts_same_or_near_tie(plain, EDIT_PROMPT, a, b, qwen_ties)
+    # the same object, the same fixed draft length: the same batches, the same text
     streamed = "".join(c["choices"][0]["text"]
                        for c in spec_lookup.create_completion(EDIT_PROMPT, stream=True, **req))
-    assert streamed == a
-    stop_a = plain.create_completion(EDIT_PROMPT, stop=["for item"], **req)
+    assert streamed == b
     stop_b = spec_lookup.create_completion(EDIT_PROMPT, stop=["for item"], **req)
-    assert stop_b["choices"][0]["text"] == stop_a["choices"][0]["text"]
-    assert "for item" not in stop_b["choices"][0]["text"] and stop_b["choices"][0]["finish_reason"] == "stop"
+    assert "for item" in b and stop_b["choices"][0]["text"] == b[: b.index("for item")]
+    assert stop_b["choices"][0]["finish_reason"] == "stop"
     msgs = [{"role": "user", "content": "Say hello in French, one word."}]
     chat_a = plain.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
     chat_b = spec_lookup.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
-    assert chat_a["choices"][0]["message"]["content"] == chat_b["choices"][0]["message"]["content"]
+    _assert_texts_same_or_near_tie(plain, _chat_prompt(plain, msgs),
+                                   chat_a["choices"][0]["message"]["content"],
+                                   chat_b["choices"][0]["message"]["content"], qwen_ties)
 
 
 def test_max_tokens_and_seeded_sampling_are_reproducible(qwen_path):
@@ -150,8 +154,10 @@ def test_max_tokens_and_seeded_sampling_are_reproducible(qwen_path):
 def test_a_fresh_prompt_costs_one_decode_and_gives_plain_logits_bit_for_bit(qwen_path, plain):
     """The prompt is evaluated as llama-cpp-python evaluates it (one batch when it fits in
     n_batch): the first token waits for one decode, not two, and its logits are exactly the
-    ones plain llama-cpp-python samples from. A prompt still cached replays only its last
-    token, as llama-cpp-python does."""
+    ones plain llama-cpp-python samples from. The same prompt again, still cached, costs no
+    decode: its first row is the one saved from that evaluation (llama-cpp-python replays the
+    last token alone, whose one-token row differs slightly and would make a seeded request
+    draw differently the second time)."""
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     prompt = llm.tokenize(EDIT_PROMPT.encode(), special=True)
     batches, rows = [], []
@@ -175,11 +181,15 @@ def test_a_fresh_prompt_costs_one_decode_and_gives_plain_logits_bit_for_bit(qwen
     assert np.array_equal(rows[0], expected)
     batches.clear()
     list(llm.generate(prompt, temp=0.0, stopping_criteria=first_row))
-    assert batches == [1]  # cached: the last prompt token again, for its logits
+    assert batches == []  # cached, with its row
+    assert np.array_equal(rows[1], expected)
+    # a prompt that extends the cached one evaluates only the new tokens
+    list(llm.generate(prompt + prompt[-3:], temp=0.0, stopping_criteria=first_row))
+    assert batches == [3]
     llm.close()
 
 
-def test_bookkeeping_after_many_rejections(qwen_path):
+def test_bookkeeping_after_many_rejections(qwen_path, batch_noise):
     """Fixed-length lookup drafts on free text: most are rejected. Afterwards the KV cache
     must hold exactly prompt + output, positions consistent with a fresh evaluation."""
     # A drafter that proposes the last four tokens again: mostly wrong, sometimes right.
@@ -204,22 +214,26 @@ def test_bookkeeping_after_many_rejections(qwen_path):
         fresh = llama_cpp.Llama(model_path=qwen_path, **KW)
         fresh.eval(list(llm.input_ids[: llm.n_tokens]))
         row_fresh = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),))
-        assert np.max(np.abs(row_spec - row_fresh)) < 1.0
+        # Each differs from one-token rows by batch-shape noise only: by at most the measured
+        # noise each, so by at most twice it from each other (with the rule's margin).
+        noise = batch_noise(qwen_path)
+        assert np.max(np.abs(row_spec - row_fresh)) < noise.tie_bound, noise.describe()
         assert int(np.argmax(row_spec)) == int(np.argmax(row_fresh)) or \
-            abs(row_fresh[np.argmax(row_spec)] - row_fresh.max()) < NEAR_TIE
+            abs(row_fresh[np.argmax(row_spec)] - row_fresh.max()) < noise.tie_bound
         fresh.close()
     finally:
         llm.close()
 
 
-def test_llama_cpp_python_draft_model_works_unchanged(qwen_path, plain):
+def test_llama_cpp_python_draft_model_works_unchanged(qwen_path, plain, qwen_ties):
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     llm = SpeculativeLlama(qwen_path, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=4),
                            draft_max=4, adaptive=False, **KW)
     a = plain.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)["choices"][0]["text"]
     b = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)["choices"][0]["text"]
-    assert a == b and llm.speculation.last.accepted > 10
+    _assert_texts_same_or_near_tie(plain, EDIT_PROMPT, a, b, qwen_ties)
+    assert llm.speculation.last.accepted > 10
     assert not llm._logits_all  # llama-cpp-python's own loop would have forced it on
     llm.close()
 
@@ -306,12 +320,13 @@ def test_draft_model_sampling_keeps_the_target_distribution(qwen_path, draft_pat
         llm.close()
 
 
-def test_switching_an_existing_llama(qwen_path, plain):
+def test_switching_an_existing_llama(qwen_path, plain, qwen_ties):
     llm = llama_cpp.Llama(model_path=qwen_path, **KW)
     spec = enable_speculation(llm, PromptLookup(), draft_max=6)
     a = plain.create_completion(EDIT_PROMPT, max_tokens=40, temperature=0.0)["choices"][0]["text"]
     b = llm.create_completion(EDIT_PROMPT, max_tokens=40, temperature=0.0)["choices"][0]["text"]
-    assert a == b and spec.last.emitted > 0
+    _assert_texts_same_or_near_tie(plain, EDIT_PROMPT, a, b, qwen_ties)
+    assert spec.last.emitted > 0
     llm.close()
 
 
@@ -324,9 +339,9 @@ def test_unsupported_features_fall_back_and_say_so(spec_lookup, caplog):
     assert any("typical-p" in r.message for r in caplog.records)
 
 
-def test_repetition_penalties_are_verified_not_dropped(plain, spec_lookup):
+def test_repetition_penalties_are_verified_not_dropped(plain, spec_lookup, qwen_ties):
     pen = dict(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.1)
-    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT, n=64, **pen)
+    _assert_same_or_near_tie(plain, spec_lookup, EDIT_PROMPT, qwen_ties, n=64, **pen)
     stats = spec_lookup.speculation.last
     assert not stats.fallback_reason and stats.emitted > 10
 
@@ -384,7 +399,7 @@ def test_a_drafter_returning_garbage_ids_gets_a_clear_error(qwen_path):
         llm.close()
 
 
-def test_review_regressions(qwen_path, draft_path, plain):
+def test_review_regressions(qwen_path, draft_path, plain, qwen_ties):
     # seed -1 (llama.cpp's "random seed") gives fresh draws on every call
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     texts = {llm.create_completion(OPEN_PROMPT, max_tokens=12, temperature=1.5, seed=-1)["choices"][0]["text"]
@@ -406,7 +421,7 @@ def test_review_regressions(qwen_path, draft_path, plain):
     llm = SpeculativeLlama(qwen_path, draft=used, draft_max=3, adaptive=False, **KW)
     a = plain.create_completion(OPEN_PROMPT, max_tokens=16, temperature=0.0)["choices"][0]["text"]
     b = llm.create_completion(OPEN_PROMPT, max_tokens=16, temperature=0.0)["choices"][0]["text"]
-    assert a == b
+    _assert_texts_same_or_near_tie(plain, OPEN_PROMPT, a, b, qwen_ties)
     llm.close()
     used.close()
 
@@ -539,11 +554,10 @@ REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards 
           "Pack my box with five dozen liquor jugs. ") * 3
 
 
-BATCH_LOGPROB_NOISE = 0.15  # Gemma 270M: a verify row's logprobs against one-token rows (measured <= 0.08)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_logprobs_are_answered_while_speculating(gemma_path, stream):
+def test_logprobs_are_answered_while_speculating(gemma_path, stream, batch_noise):
     """logprobs / top logprobs without logits_all: the rows of the emitted tokens (verify rows
     included) are copied for the requests that ask. Each answer is exactly the log-softmax of
     the row the verifier decided that token from (captured through stopping_criteria, which
@@ -588,15 +602,21 @@ def test_logprobs_are_answered_while_speculating(gemma_path, stream):
     for top, row in zip(lp_s["top_logprobs"], rows):
         np.testing.assert_allclose(sorted(top.values(), reverse=True), np.sort(row)[::-1][:3],
                                    rtol=0, atol=1e-6)
-    # against plain llama-cpp-python: same tokens; the first row is the same computation (a
-    # stream's logprobs are llama-cpp-python's own arithmetic on it; a whole completion's are
-    # pyspec's, whose normaliser rounds differently: tests/test_completion_logprobs.py)
-    assert text_s == text_p and lp_s["tokens"] == lp_p["tokens"]
+    # against plain llama-cpp-python: same tokens up to a near-tie (this build's bound); the
+    # first row is the same computation (a stream's logprobs are llama-cpp-python's own
+    # arithmetic on it; a whole completion's are pyspec's, whose normaliser rounds
+    # differently: tests/test_completion_logprobs.py), later ones differ by batch noise only
+    noise = batch_noise(gemma_path)
+    tie = compare_texts(plain, plain.tokenize(REPEAT.encode(), special=True), text_p, text_s,
+                        noise.tie_bound)
+    same = len(lp_p["tokens"]) if tie is None else tie.position
+    assert same >= 1 and lp_s["tokens"][:same] == lp_p["tokens"][:same]
     if stream:
         assert lp_s["token_logprobs"][0] == lp_p["token_logprobs"][0]
     else:
         assert lp_s["token_logprobs"][0] == pytest.approx(lp_p["token_logprobs"][0], abs=1e-6)
-    np.testing.assert_allclose(lp_s["token_logprobs"], lp_p["token_logprobs"], atol=BATCH_LOGPROB_NOISE)
+    np.testing.assert_allclose(lp_s["token_logprobs"][:same], lp_p["token_logprobs"][:same],
+                               atol=noise.logprob_bound, err_msg=noise.describe())
     assert not spec._logits_all and spec.speculation.rows_for_request is None
     if not stream:  # echo: the prompt's own logprobs, from rows kept during its evaluation
         short = "The quick brown fox jumps over the lazy dog. The quick"

@@ -9,6 +9,7 @@ drafts are point masses and the verifier emits exactly what plain sampling would
 """
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -19,6 +20,7 @@ from ..params import SamplingParams
 from ..rng import Purpose, uniform
 from ..request import LogitsPointer, SparseDraftProbs
 from ..verifier import distribution_sparse
+from .prefix_reuse import PrefixReuse
 
 
 @dataclass
@@ -56,7 +58,14 @@ class Drafter:
         return True
 
     def start_request(self) -> None:
-        """Called when a generate call starts (before its first draft)."""
+        """Called when a generate call starts (before its first draft). A drafter whose
+        drafts depend on more than the request (a cache, what earlier requests taught it)
+        must make them a function of the request from here on: a seeded request repeated
+        gives the same drafts, hence the same batches and the same text."""
+
+    def set_reproducible(self, on: bool) -> None:
+        """``reproducible=True``: drafts as a fresh drafter would make them, whatever the
+        earlier requests were (the default may reuse a cache when the request repeats)."""
 
     def close(self) -> None:
         pass
@@ -92,6 +101,12 @@ class PromptLookup(Drafter):
             raise ValueError("resync_window and max_edit must be >= 1")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.resync_window, self.max_edit = resync_window, max_edit
+        self._reset()
+
+    def start_request(self) -> None:
+        # Indexed afresh for every request (a few ms for a long prompt): copies and edits
+        # learned from an earlier request's output would make this request's drafts depend
+        # on what came before it.
         self._reset()
 
     def _reset(self):
@@ -330,6 +345,11 @@ class DraftModel(Drafter):
         self._evaluated: list = []  # what the draft's KV cache holds, in order
         self._last_row = 0  # address of the logits after the last evaluated token
         self._round = 0     # draws of each round of a request use their own Philox stream
+        # The first catch-up of a request is what its cache state could make differ from a
+        # fresh drafter's (prefix_reuse.py): a repeated request re-uses it exactly.
+        self._reuse = PrefixReuse(self.llama.n_batch)
+        self._first_of_request = True
+        self._saved_row: Optional[np.ndarray] = None  # a saved row in use (kept alive)
         self.target_vocab = self.n_vocab
         # A borrowed Llama may hold cells from earlier use: start from an empty cache.
         self._decoder.remove_from(0)
@@ -339,6 +359,10 @@ class DraftModel(Drafter):
         # The streams count rounds from 1 in every request, so that a seed gives the same
         # draws request after request, as it does in llama-cpp-python.
         self._round = 0
+        self._first_of_request = True
+
+    def set_reproducible(self, on: bool) -> None:
+        self._reuse.canonical = bool(on)
 
     def close(self):
         self._decoder.close()
@@ -357,23 +381,44 @@ class DraftModel(Drafter):
         self.llama.n_tokens = 0
         self.llama._requires_eval = True
 
+    def _remove_from(self, position: int) -> None:
+        if position < len(self._evaluated):
+            self._decoder.remove_from(position)
+            self._reuse.removed_from(position)
+            del self._evaluated[position:]
+
     def _catch_up(self, context: list) -> None:
-        """Brings the KV cache to exactly `context`, evaluating only what it lacks."""
+        """Brings the KV cache to exactly `context`, evaluating only what it lacks. The first
+        catch-up of a request is remembered (start, last row), and the same context at the
+        start of a later request re-uses it instead of evaluating its last token alone."""
         common = 0
         limit = min(len(context), len(self._evaluated))
         while common < limit and context[common] == self._evaluated[common]:
             common += 1
-        if common == len(context):  # nothing new: re-evaluate the last token for its logits
-            common -= 1
-        if common < len(self._evaluated):
-            self._decoder.remove_from(common)
-            del self._evaluated[common:]
-        todo = context[common:]
+        first, self._first_of_request = self._first_of_request, False
+        if first:
+            repeat = self._reuse.repeat_of(context, common)
+            if repeat is not None:
+                self._remove_from(len(context))
+                self._saved_row = repeat.row
+                self._last_row = repeat.row.ctypes.data
+                return
+            start = self._reuse.keep(common, len(context))
+        else:
+            start = min(common, len(context) - 1)  # the last token is evaluated for its logits
+        self._remove_from(start)
+        todo = context[start:]
         step = self.llama.n_batch
         for i in range(0, len(todo), step):
             chunk = todo[i:i + step]
             self._last_row = self._decoder.decode(chunk, len(self._evaluated), 1)
+            self._reuse.decoded(len(self._evaluated), len(chunk))
             self._evaluated.extend(chunk)
+        if first:
+            row = np.ctypeslib.as_array((ctypes.c_float * self.n_vocab).from_address(self._last_row))
+            self._saved_row = np.array(row, copy=True)
+            self._last_row = self._saved_row.ctypes.data
+            self._reuse.save(context, start, self._saved_row)
 
     def _params(self, params: SamplingParams) -> SamplingParams:
         if params.greedy:  # probabilities are needed for p_min; the draft is the argmax

@@ -42,6 +42,7 @@ from .completion_logprobs import check_n_top, completion_logprobs
 from .constrained_rows import RowConstraints
 from .cost_cache import cost_cache_file, load_ratios, save_ratios
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
+from .prefix_reuse import PrefixReuse
 from .grammar_state import GrammarState
 from .graph_sampling import GraphSampler, graph_unavailable_reason, point_mass_result
 from .rounds import Round
@@ -116,7 +117,7 @@ class Speculation:
 
     def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                  draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True,
-                 sampling: str = "auto"):
+                 sampling: str = "auto", reproducible: bool = False):
         check_sampling_mode(sampling)
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
@@ -139,11 +140,18 @@ class Speculation:
             raise ValueError(f"draft_max {draft_max} needs n_batch >= {draft_max + 1}, "
                              f"this Llama has n_batch {llama.n_batch}")
         self.llama = llama
+        self.reproducible = bool(reproducible)
         self.drafter = make_drafter(draft, llama, draft_p_min)
+        self.drafter.set_reproducible(self.reproducible)
         watch = FREE_DRAFTER if self.drafter.free else COSTLY_DRAFTER
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
                                                 watch=watch)
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
+        # What the target's cache holds, so that a repeated request gives the same rows;
+        # reproducible=True also keeps only what a fresh evaluation would compute the same.
+        self.prefix_reuse = PrefixReuse(llama.n_batch, canonical=self.reproducible)
+        self._prompt_row: Optional[np.ndarray] = None  # the saved row in use by this request
+        self._left_n_tokens = -1  # llama.n_tokens when our last request ended
         self.n_vocab = llama.n_vocab()
         # (emitted rows, prompt rows) to keep in llama.scores for the request under way, set
         # by create_completion from its logprobs/echo; None: follow llama._logits_all.
@@ -262,6 +270,7 @@ class Speculation:
             log.warning("pyspec: %s is not verified by the fused verifier yet; requests that use "
                         "it run llama-cpp-python's plain decoding loop", reason)
         self.last = SpeculationStats(fallback_reason=reason)
+        self.prefix_reuse.forget()  # llama-cpp-python's loop evaluates into the context
         return self.last
 
     # ------------------------------------------------------------------------------------
@@ -269,29 +278,44 @@ class Speculation:
         """Brings the target's KV cache to `tokens` (reusing the common prefix); returns the
         address of the logits after the last prompt token. ``prompt_rows``: keep every
         evaluated prompt token's logits in ``scores`` (logprobs with echo)."""
-        llama = self.llama
-        keep = 0
+        llama, reuse = self.llama, self.prefix_reuse
+        common = 0
+        if llama.n_tokens != self._left_n_tokens:  # something else evaluated since our last request
+            reuse.forget()
         if llama.n_tokens > 0:
             cached = llama.input_ids[: llama.n_tokens]
             limit = min(len(cached), len(tokens))
             if limit:
                 same = np.asarray(tokens[:limit]) == cached[:limit]
-                keep = limit if same.all() else int(np.argmin(same))
-        keep = min(keep, len(tokens) - 1)  # the last prompt token is evaluated for its logits
-        self.decoder.remove_from(keep)
-        llama.n_tokens = keep
+                common = limit if same.all() else int(np.argmin(same))
         t0 = time.perf_counter()
-        # Evaluated as llama-cpp-python's own loop does (chunks of n_batch after the cached
-        # prefix): a fresh prompt costs one decode, and its first token's logits are bit for
-        # bit plain llama-cpp-python's (batched logits differ slightly from one-token ones).
+        repeat = reuse.repeat_of(tokens, common)
+        if repeat is not None and repeat.row is not None and not prompt_rows and self._graph is None:
+            # The same prompt again: its last row as it was computed, without a decode (a
+            # replayed last token would give a one-token row that differs slightly).
+            self._roll_back(len(tokens))
+            self._prompt_row = repeat.row
+            stats.prompt_seconds += time.perf_counter() - t0
+            return repeat.row.ctypes.data
+        # Otherwise evaluated as llama-cpp-python's own loop does (chunks of n_batch after the
+        # cached prefix): a fresh prompt costs one decode, and its first token's logits are bit
+        # for bit plain llama-cpp-python's. A repeat that needs the rows again (echo, or the
+        # graph's own samples) is evaluated from where its first evaluation started.
+        keep = repeat.start if repeat is not None else reuse.keep(common, len(tokens))
+        self.decoder.remove_from(keep)
+        reuse.removed_from(keep)
+        llama.n_tokens = keep
         body = tokens[keep:]
         for i in range(0, len(body), llama.n_batch):
             chunk = body[i: i + llama.n_batch]
             n_outputs = len(chunk) if prompt_rows else 1
             first = self._decode(chunk, n_outputs)
+            reuse.decoded(keep + i, len(chunk))
             addr = first + 4 * self.n_vocab * (n_outputs - 1)  # the chunk's last row
             if prompt_rows:
                 self._keep_rows(first, keep + i, n_outputs)
+        self._prompt_row = None if self._graph is not None else self._rows(addr, 1)[0].copy()
+        reuse.save(tokens, keep, self._prompt_row)
         stats.prompt_seconds += time.perf_counter() - t0
         return addr
 
@@ -512,6 +536,7 @@ class Speculation:
         """Drops the KV cells of the rejected drafts: the cache keeps `keep` tokens."""
         if keep < self.llama.n_tokens:
             self.decoder.remove_from(keep)
+            self.prefix_reuse.removed_from(keep)
             self.llama.n_tokens = keep
 
     def _observe(self, req: "_Request", plan: "_Plan", r: Round, pending: list) -> None:
@@ -534,6 +559,7 @@ class Speculation:
             stats.processor_seconds += constraints.processor_seconds
             constraints.close()
         stats.cost_model = self.controller.describe()
+        self._left_n_tokens = self.llama.n_tokens  # what the next request may find cached
         self.total.add(stats)
         save_ratios(self._cost_file, self.controller.costs.shape_to_save())
 
@@ -715,7 +741,8 @@ def _fallback_reason(llama, typical_p, mirostat_mode, reset: bool = True) -> str
 
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                        draft_min: int = 0, draft_p_min: float = 0.0,
-                       adaptive: bool = True, sampling: str = "auto") -> Speculation:
+                       adaptive: bool = True, sampling: str = "auto",
+                       reproducible: bool = False) -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
 
     It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
@@ -728,7 +755,8 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
                          "without one and pass the drafter to enable_speculation")
     check_llama_build()  # the model is loaded, but its first call would crash
     spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
-                       draft_p_min=draft_p_min, adaptive=adaptive, sampling=sampling)
+                       draft_p_min=draft_p_min, adaptive=adaptive, sampling=sampling,
+                       reproducible=reproducible)
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
     llama.create_completion = types.MethodType(_speculative_create_completion, llama)
@@ -754,14 +782,17 @@ class SpeculativeLlama(llama_cpp.Llama):
     logprobs or stopping_criteria: such a request raises ``InvalidRequestError``); ``"host"``
     has llama.cpp copy the rows out and verifies them with libpyspec; ``"auto"`` (default)
     uses the graph when the model's logits are computed on a GPU and the request allows, the
-    host otherwise, saying why once in the log. Other keyword arguments go to
-    ``llama_cpp.Llama``.
+    host otherwise, saying why once in the log. ``reproducible=True``: every request's rows
+    are those a fresh object would compute, whatever the cache held (cached cells are kept
+    only as whole n_batch chunks; see README "Seeds"); by default a seeded request repeated
+    on the same object gives the same text, and one after other requests gives the same
+    distribution. Other keyword arguments go to ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
     def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
                  draft_p_min: float = 0.0, adaptive: bool = True, sampling: str = "auto",
-                 **llama_kwargs):
+                 reproducible: bool = False, **llama_kwargs):
         self._pyspec_closed = False
         check_llama_build()  # before the model loads: an AMX build would crash on this CPU
         check_llama_threads(llama_kwargs)
@@ -775,7 +806,8 @@ class SpeculativeLlama(llama_cpp.Llama):
             super().__init__(model_path, **llama_kwargs)
         self.speculation = enable_speculation(self, draft, draft_max=draft_max,
                                               draft_min=draft_min, draft_p_min=draft_p_min,
-                                              adaptive=adaptive, sampling=sampling)
+                                              adaptive=adaptive, sampling=sampling,
+                                              reproducible=reproducible)
 
     def __call__(self, *args, **kwargs):
         if getattr(self, "_pyspec_closed", False):
