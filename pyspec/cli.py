@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     install.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
                          "the same flags is cached")
     install.add_argument("--dry-run", action="store_true", help="print the plan only")
+    install.add_argument("--amx", action="store_true", help="build ggml's AMX matrix multiply "
+                         "(AMX CPUs only), with pyspec's fix to its tile setup applied first")
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
@@ -68,7 +70,8 @@ def main(argv=None) -> int:
     if args.command == "install-llama":
         from .llama_build import main as install_main
 
-        return install_main((["--force"] if args.force else []) + (["--dry-run"] if args.dry_run else []))
+        return install_main((["--force"] if args.force else []) + (["--dry-run"] if args.dry_run else [])
+                            + (["--amx"] if args.amx else []))
     from .llama_guard import UnsafeLlamaBuildError
 
     try:

@@ -40,6 +40,9 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-min", type=int, default=0)
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
+    p.add_argument("--reproducible", action="store_true",
+                   help="rows as a fresh model computes them whatever the cache held (with "
+                        "--seed and --fixed-draft: the same text on every run of this build)")
     p.add_argument("--sampling", choices=("auto", "graph", "host"), default="auto",
                    help="where verify rows are sampled: inside llama.cpp's graph (only tokens "
                         "leave it), on the host (rows copied out), or auto: the graph when the "
@@ -244,7 +247,8 @@ def run(target: str, draft, args, default_prompt: str) -> int:
                                    draft_max=0 if args.no_draft else args.draft_max,
                                    draft_min=0 if args.no_draft else args.draft_min,
                                    draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft,
-                                   sampling=args.sampling, **common)
+                                   sampling=args.sampling, reproducible=args.reproducible,
+                                   **common)
         except GraphSamplerUnavailable as exc:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2

@@ -43,7 +43,7 @@ def check_pyspec(report: Report) -> None:
 
 def check_llama(report: Report) -> None:
     from .llama_build import (LLAMA_CPP_PYTHON_VERSION, LlamaBuildError, cpu_flags,
-                              installed_build, probe_installed)
+                              installed_amx_fix, installed_build, probe_installed)
     from .llama_guard import amx_crash_reason, build_features
 
     try:  # in a child process: a broken llama-cpp-python must not take the doctor down
@@ -61,9 +61,13 @@ def check_llama(report: Report) -> None:
     features = build_features(info)
     on = sorted(name for name, value in features.items() if value == "1")
     report.add(OK, "llama.cpp CPU features", " ".join(on) or info)
-    reason = amx_crash_reason(info, cpu_flags())
+    fix = installed_amx_fix() if features.get("AMX_INT8") == "1" else 0
+    reason = amx_crash_reason(info, cpu_flags(), fixed=fix > 0)
     if reason:
         report.add(FAIL, "llama.cpp AMX path", reason)
+    elif features.get("AMX_INT8") == "1":
+        report.add(OK, "llama.cpp AMX path", f"on, with pyspec's tile-config fix (version {fix})"
+                   if fix else "compiled in; this CPU reports no AMX, so it never runs")
     build = installed_build()
     if build is not None:
         report.add(OK, "llama-cpp-python build", f"by `pyspec install-llama`: "

@@ -10,7 +10,10 @@ So this module:
    passes them explicitly with ``GGML_NATIVE=OFF`` and the three ``GGML_AMX_*`` options off:
    the build uses every SIMD level the CPU has except AMX, and nothing it lacks (with
    ``GGML_NATIVE=OFF`` ggml would otherwise switch AVX2, FMA, F16C and BMI2 on by default);
-   on other architectures llama.cpp's own defaults are kept (AMX is x86-only);
+   on other architectures llama.cpp's own defaults are kept (AMX is x86-only). With
+   ``--amx`` (AMX CPUs only) the AMX options are on instead, and the build is made from the
+   sdist with pyspec's fix to ggml's tile setup applied (``llama_amx_fix.py``), keyed and
+   recorded with the fix's version;
 2. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing the two
    that bring the crash back (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
 3. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
@@ -56,6 +59,7 @@ X86_OPTIONS = (
 )
 AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
 LLAMA_ISSUE = "llama.cpp issue #20824"
+from .llama_amx_fix import FIX_VERSION as AMX_FIX_VERSION  # noqa: E402
 
 
 class LlamaBuildError(RuntimeError):
@@ -96,15 +100,30 @@ def is_x86(machine: str | None = None) -> bool:
     return (machine or platform.machine()).lower() in ("x86_64", "amd64", "i686", "i386")
 
 
-def derived_cmake_args(flags: frozenset, machine: str | None = None) -> list:
-    """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name, never AMX."""
+def amx_capable(flags: frozenset, machine: str | None = None) -> bool:
+    """Whether ggml's AMX matrix multiply can run on a CPU with these flags."""
+    return is_x86(machine) and {"amx_tile", "amx_int8"} <= set(flags)
+
+
+def derived_cmake_args(flags: frozenset, machine: str | None = None, amx: bool = False) -> list:
+    """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name; AMX only
+    with ``amx`` (the build then gets pyspec's fix, llama_amx_fix.py)."""
     if not is_x86(machine):
         return []
     args = ["-DGGML_NATIVE=OFF"]
     for option, needs in X86_OPTIONS:
         args.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
-    args += [f"-D{option}=OFF" for option in AMX_OPTIONS]
+    if amx:
+        args += ["-DGGML_AMX_TILE=ON", "-DGGML_AMX_INT8=ON",
+                 f"-DGGML_AMX_BF16={'ON' if 'amx_bf16' in flags else 'OFF'}"]
+    else:
+        args += [f"-D{option}=OFF" for option in AMX_OPTIONS]
     return args
+
+
+def amx_enabled(cmake_args: list) -> bool:
+    """Whether these final CMake arguments build ggml's AMX matrix multiply."""
+    return _user_defines(cmake_args).get("GGML_AMX_INT8", "").strip().lower() in _TRUE
 
 
 _DEFINE = re.compile(r"^-D([A-Za-z0-9_]+)(?::[A-Za-z]+)?=(.*)$")
@@ -121,23 +140,31 @@ def _user_defines(user_args: list) -> dict:
 
 
 def plan_cmake_args(user_cmake_args: str = "", flags: frozenset | None = None,
-                    machine: str | None = None) -> list:
+                    machine: str | None = None, amx: bool = False) -> list:
     """The final CMake arguments: the derived ones, then the user's (later ones win in CMake).
 
-    Raises LlamaBuildError for user arguments that would build the AMX path back in."""
+    Raises LlamaBuildError for user arguments that would build the AMX path back in without
+    the fix, and for ``amx`` on a CPU that has no AMX."""
     user = shlex.split(user_cmake_args or "")
     defines = _user_defines(user)
-    if is_x86(machine):
+    flags = cpu_flags() if flags is None else flags
+    if amx and not amx_capable(flags, machine):
+        raise LlamaBuildError("--amx: this CPU reports no AMX (amx_tile and amx_int8 in "
+                              "/proc/cpuinfo); ggml's AMX path would never run here")
+    if is_x86(machine) and not amx:
         bad = [f"-D{k}={v}" for k, v in defines.items()
                if (k == "GGML_NATIVE" or k in AMX_OPTIONS) and v.strip().lower() in _TRUE]
         if bad:
             raise LlamaBuildError(
                 f"CMAKE_ARGS asks for {' '.join(bad)}: that builds ggml's AMX matrix multiply, "
                 f"which crashes llama.cpp 0.3.36's CPU back end on CPUs that report AMX "
-                f"({LLAMA_ISSUE}). Remove it from CMAKE_ARGS; the SIMD levels this CPU has are "
-                f"switched on explicitly instead.")
-    derived = derived_cmake_args(cpu_flags() if flags is None else flags, machine)
-    return derived + user
+                f"({LLAMA_ISSUE}). Remove it from CMAKE_ARGS (the SIMD levels this CPU has are "
+                f"switched on explicitly instead), or use `pyspec install-llama --amx`, which "
+                f"builds the AMX path with pyspec's fix to it.")
+    if amx and defines.get("GGML_NATIVE", "").strip().lower() in _TRUE:
+        raise LlamaBuildError("CMAKE_ARGS asks for -DGGML_NATIVE=ON: pyspec passes this CPU's "
+                              "SIMD levels explicitly; remove it")
+    return derived_cmake_args(flags, machine, amx=amx) + user
 
 
 def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
@@ -149,6 +176,8 @@ def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
         "machine": platform.machine(),
         "platform": sys.platform,
     }
+    if amx_enabled(cmake_args):  # (absent otherwise: the keys of earlier builds stay valid)
+        ident["amx_fix"] = AMX_FIX_VERSION
     blob = json.dumps(ident, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -201,17 +230,50 @@ def installed_build() -> dict | None:
 _NINJA_STEP = re.compile(r"\[(\d+)/(\d+)\]")
 
 
+def _patched_source(out_dir: Path) -> Path:
+    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
+    import tarfile
+
+    from .llama_amx_fix import apply_to_tree
+
+    sdist_dir = out_dir / "sdist"
+    sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
+    if not sdists:
+        _log(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sources (76 MB)")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--no-build-isolation", "-d", str(sdist_dir),
+               f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+        if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
+            raise LlamaBuildError(f"could not download the llama-cpp-python sources: {' '.join(cmd)}")
+        sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
+        if not sdists:
+            raise LlamaBuildError(f"pip download left no sdist in {sdist_dir}")
+    src = out_dir / "src"
+    if src.exists():
+        import shutil
+
+        shutil.rmtree(src)
+    with tarfile.open(sdists[-1]) as tar:
+        tar.extractall(src, filter="data")
+    tree = next(src.iterdir())
+    patched = apply_to_tree(tree)
+    _log(f"applied pyspec's AMX tile-config fix to {patched.relative_to(src)}")
+    return tree
+
+
 def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
-    """pip wheel with the cache off, streaming a progress line every 10% of the compile."""
+    """pip wheel with the cache off, streaming a progress line every 10% of the compile. An
+    AMX build is made from the sdist with pyspec's fix applied (llama_amx_fix.py)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "build.log"
     env = dict(os.environ)
     env["CMAKE_ARGS"] = " ".join(shlex.quote(a) for a in cmake_args)
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
     env["FORCE_CMAKE"] = "1"
+    amx = amx_enabled(cmake_args)
+    what = str(_patched_source(out_dir)) if amx else f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"
     cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
-           "--no-binary", "llama-cpp-python", "-w", str(out_dir),
-           f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+           "--no-binary", "llama-cpp-python", "-w", str(out_dir), what]
     _log(f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 10-15 "
          f"minutes on 2 cores; full log: {log_path})")
     _log(f"CMAKE_ARGS={env['CMAKE_ARGS']}")
@@ -240,12 +302,17 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
     wheel = _find_wheel(out_dir)
     if wheel is None:
         raise LlamaBuildError(f"pip reported success but left no wheel in {out_dir}")
+    if amx:  # the unpacked tree (hundreds of MB) is not needed once the wheel exists
+        import shutil
+
+        shutil.rmtree(out_dir / "src", ignore_errors=True)
     from .machine import machine_info, now_iso
 
     # datetime and machine_info: benchmarks/readme_tables.py --take-build shows the build
     # time in the README with when and where it was measured.
     (out_dir / "build.json").write_text(json.dumps(
         {"cmake_args": cmake_args, "version": LLAMA_CPP_PYTHON_VERSION,
+         "amx_fix": AMX_FIX_VERSION if amx else 0,
          "seconds": round(time.monotonic() - start, 1), "datetime": now_iso(),
          "machine_info": machine_info()}, indent=1))
     _log(f"built {wheel.name} in {time.monotonic() - start:.0f} s")
@@ -272,27 +339,39 @@ def probe_installed() -> tuple:
     return version.strip(), info.strip()
 
 
-def _check_installed() -> str:
-    """The freshly installed library's features, checked: right version, no AMX."""
+def _check_installed(amx: bool) -> str:
+    """The freshly installed library's features, checked: right version, AMX as asked."""
     version, info = probe_installed()
     if version != LLAMA_CPP_PYTHON_VERSION:
         raise LlamaBuildError(f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, "
                               f"found {version}")
-    if build_features(info).get("AMX_INT8") == "1":
-        raise LlamaBuildError(f"the installed llama-cpp-python still has AMX compiled in: {info}")
+    has_amx = build_features(info).get("AMX_INT8") == "1"
+    if has_amx != amx:
+        raise LlamaBuildError(f"the installed llama-cpp-python {'has' if has_amx else 'lacks'} "
+                              f"AMX, which was {'not ' if not amx else ''}asked for: {info}")
     return info
 
 
+def installed_amx_fix() -> int:
+    """The version of pyspec's AMX fix in the installed llama-cpp-python (0: none)."""
+    build = installed_build()
+    return int(build.get("amx_fix", 0)) if build else 0
+
+
 def install(user_cmake_args: str | None = None, *, force: bool = False,
-            dry_run: bool = False) -> Path:
-    """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path."""
+            dry_run: bool = False, amx: bool = False) -> Path:
+    """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path.
+    ``amx``: ggml's AMX path on, with pyspec's fix applied to the sources first."""
     if user_cmake_args is None:
         user_cmake_args = os.environ.get("CMAKE_ARGS", "")
-    cmake_args = plan_cmake_args(user_cmake_args)
+    cmake_args = plan_cmake_args(user_cmake_args, amx=amx)
     out_dir = wheel_dir(cmake_args)
     wheel = _find_wheel(out_dir)
     if dry_run:
         _log(f"CMAKE_ARGS={' '.join(cmake_args)}")
+        if amx_enabled(cmake_args):
+            _log(f"AMX: on; pyspec's tile-config fix (version {AMX_FIX_VERSION}) will be applied "
+                 f"to the sources before the build")
         _log(f"wheel: {wheel or out_dir / '(not built yet)'}")
         return wheel or out_dir
     if wheel is None or force:
@@ -309,7 +388,7 @@ def install(user_cmake_args: str | None = None, *, force: bool = False,
         # its dependencies.
         _pip_install(["--force-reinstall", "--no-deps", str(wheel)])
         _pip_install([str(wheel)])
-    info = _check_installed()
+    info = _check_installed(amx_enabled(cmake_args))
     _log(f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} installed; features: {info}")
     return wheel
 
@@ -325,9 +404,11 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
                         "the same flags is cached")
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    parser.add_argument("--amx", action="store_true", help="build ggml's AMX matrix multiply "
+                        "(CPUs with amx_tile and amx_int8), with pyspec's fix to its tile setup")
     args = parser.parse_args(argv)
     try:
-        install(force=args.force, dry_run=args.dry_run)
+        install(force=args.force, dry_run=args.dry_run, amx=args.amx)
     except LlamaBuildError as exc:
         _log(f"error: {exc}")
         return 1

@@ -7,14 +7,16 @@ loaded into an AMX buffer and the first model call dies with SIGSEGV at ``ldtile
 the build reports ``AMX_INT8 = 1`` among its CPU features *and* the CPU lists ``amx_int8``
 and ``amx_tile``. Then ``pyspec demo``, ``pyspec generate`` and ``SpeculativeLlama`` raise
 ``UnsafeLlamaBuildError`` naming the problem and the fix (``python3 -m pyspec install-llama``,
-which rebuilds without AMX). ``PYSPEC_ALLOW_AMX=1`` skips the check (for a llama.cpp that has
-the upstream fix).
+which rebuilds without AMX), unless the build is pyspec's own AMX build
+(``install-llama --amx``: its record in the build cache names the fix it carries).
+``PYSPEC_ALLOW_AMX=1`` skips the check (for a llama.cpp that has the upstream fix).
 """
 from __future__ import annotations
 
 import os
 
 from .llama_build import LLAMA_ISSUE, build_features, cpu_flags  # noqa: F401 (re-exported)
+from .llama_build import installed_amx_fix
 
 ALLOW_ENV = "PYSPEC_ALLOW_AMX"
 
@@ -23,9 +25,10 @@ class UnsafeLlamaBuildError(RuntimeError):
     """The installed llama-cpp-python would crash on this CPU (AMX path, llama.cpp #20824)."""
 
 
-def amx_crash_reason(system_info: str, flags: frozenset) -> str:
-    """Why this build would crash on a CPU with these flags ('' when it would not)."""
-    if build_features(system_info).get("AMX_INT8") != "1":
+def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) -> str:
+    """Why this build would crash on a CPU with these flags ('' when it would not).
+    ``fixed``: the build has pyspec's fix to the AMX tile setup (``install-llama --amx``)."""
+    if build_features(system_info).get("AMX_INT8") != "1" or fixed:
         return ""
     if not {"amx_int8", "amx_tile"} <= set(flags):
         return ""
@@ -49,6 +52,7 @@ def check_llama_build() -> None:
     """Raises UnsafeLlamaBuildError when loading a model would crash (see the module doc)."""
     if os.environ.get(ALLOW_ENV, "").strip() in ("1", "yes", "true"):
         return
-    reason = amx_crash_reason(system_info(), cpu_flags())
-    if reason:
+    info = system_info()
+    reason = amx_crash_reason(info, cpu_flags())
+    if reason and amx_crash_reason(info, cpu_flags(), fixed=installed_amx_fix() > 0):
         raise UnsafeLlamaBuildError(reason)

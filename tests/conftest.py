@@ -68,7 +68,7 @@ def batch_noise():
     import llama_cpp
     from pyspec.testing.near_tie import measure_batch_noise
 
-    measured = {}
+    measured = _MEASURED_NOISE
 
     def measure(path):
         if path not in measured:
@@ -77,7 +77,17 @@ def batch_noise():
                 measured[path] = measure_batch_noise(llm)
             finally:
                 llm.close()
-            print(f"\n{os.path.basename(path)}: {measured[path].describe()}")
         return measured[path]
 
     return measure
+
+
+_MEASURED_NOISE: dict = {}  # model path -> BatchNoise, filled by the batch_noise fixture
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The near-tie bounds this run measured, so a log says what the rule allowed here."""
+    if _MEASURED_NOISE:
+        terminalreporter.write_sep("-", "batch-shape noise measured on this build")
+        for path, noise in sorted(_MEASURED_NOISE.items()):
+            terminalreporter.write_line(f"{os.path.basename(path)}: {noise.describe()}")

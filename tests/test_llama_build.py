@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pyspec.llama_build import (AMX_OPTIONS, LlamaBuildError, cpu_flags, derived_cmake_args,
-                                plan_cmake_args, wheel_key)
+from pyspec.llama_build import (AMX_OPTIONS, LlamaBuildError, amx_enabled, cpu_flags,
+                                derived_cmake_args, installed_amx_fix, plan_cmake_args, wheel_key)
 from pyspec.llama_guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
                                 check_llama_build)
 
@@ -63,12 +63,43 @@ def test_user_cmake_args_are_appended_and_dangerous_ones_refused():
         plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
 
 
+def test_an_amx_build_is_asked_for_explicitly_and_keyed_apart():
+    amx = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64", amx=True)
+    defines = _defines(amx)
+    assert defines["GGML_AMX_TILE"] == defines["GGML_AMX_INT8"] == defines["GGML_AMX_BF16"] == "ON"
+    assert defines["GGML_NATIVE"] == "OFF" and defines["GGML_AVX512"] == "ON"
+    assert amx_enabled(amx) and not amx_enabled(plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
+    no_bf16 = _defines(plan_cmake_args("", SAPPHIRE_RAPIDS - {"amx_bf16"}, "x86_64", amx=True))
+    assert no_bf16["GGML_AMX_BF16"] == "OFF" and no_bf16["GGML_AMX_INT8"] == "ON"
+    # the user's AMX options are fine once the fix is applied; GGML_NATIVE=ON never is
+    assert plan_cmake_args("-DGGML_AMX_INT8=on", SAPPHIRE_RAPIDS, "x86_64", amx=True)
+    with pytest.raises(LlamaBuildError, match="GGML_NATIVE=ON"):
+        plan_cmake_args("-DGGML_NATIVE=ON", SAPPHIRE_RAPIDS, "x86_64", amx=True)
+    with pytest.raises(LlamaBuildError, match="reports no AMX"):
+        plan_cmake_args("", ZEN3, "x86_64", amx=True)
+    with pytest.raises(LlamaBuildError, match="--amx"):  # the refusal names the way to it
+        plan_cmake_args("-DGGML_AMX_INT8=on", SAPPHIRE_RAPIDS, "x86_64")
+    assert wheel_key(amx) != wheel_key(plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
+
+
+def test_the_amx_key_changes_with_the_fix(monkeypatch):
+    import pyspec.llama_build as build
+
+    amx = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64", amx=True)
+    before = wheel_key(amx)
+    monkeypatch.setattr(build, "AMX_FIX_VERSION", build.AMX_FIX_VERSION + 1)
+    assert wheel_key(amx) != before  # a wheel with an older fix is never reused
+    plain = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64")
+    assert wheel_key(plain) == wheel_key(plain)
+
+
 def test_the_guard_names_the_problem_and_the_fix():
     assert build_features(AMX_INFO)["AMX_INT8"] == "1"
     reason = amx_crash_reason(AMX_INFO, SAPPHIRE_RAPIDS)
     assert "#20824" in reason and "pyspec install-llama" in reason
     assert amx_crash_reason(AMX_INFO, ZEN3) == ""  # the AMX buffer is only used on AMX CPUs
     assert amx_crash_reason(AMX_INFO.replace("AMX_INT8 = 1 | ", ""), SAPPHIRE_RAPIDS) == ""
+    assert amx_crash_reason(AMX_INFO, SAPPHIRE_RAPIDS, fixed=True) == ""  # install-llama --amx
 
 
 def test_the_guard_passes_the_installed_build_on_this_machine():
@@ -78,7 +109,8 @@ def test_the_guard_passes_the_installed_build_on_this_machine():
 
     info = llama_cpp.llama_print_system_info().decode()
     assert build_features(info), info
-    assert build_features(info).get("AMX_INT8") != "1"
+    if build_features(info).get("AMX_INT8") == "1":  # only pyspec's own AMX build (--amx)
+        assert installed_amx_fix() > 0
     check_llama_build()
 
 
@@ -108,6 +140,12 @@ def test_install_llama_dry_run_prints_the_plan():
     assert "-DGGML_AMX_INT8=OFF" in out.stderr and "wheel:" in out.stderr
     refused = _pyspec("install-llama", "--dry-run", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
+    amx = _pyspec("install-llama", "--dry-run", "--amx")
+    if {"amx_tile", "amx_int8"} <= cpu_flags():
+        assert amx.returncode == 0, amx.stderr
+        assert "-DGGML_AMX_INT8=ON" in amx.stderr and "fix (version 1) will be applied" in amx.stderr
+    else:
+        assert amx.returncode == 1 and "reports no AMX" in amx.stderr
 
 
 def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):

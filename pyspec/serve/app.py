@@ -58,7 +58,8 @@ class SpeculativeLlamaProxy(LlamaProxy):
             enable_speculation(llama, "lookup" if none else settings.draft,
                                draft_max=0 if none else settings.draft_max,
                                draft_min=0 if none else settings.draft_min,
-                               draft_p_min=settings.draft_p_min, adaptive=settings.adaptive)
+                               draft_p_min=settings.draft_p_min, adaptive=settings.adaptive,
+                               reproducible=settings.reproducible)
         except BaseException:
             llama.close()
             raise

@@ -29,6 +29,12 @@ class SpeculativeModelSettings(ModelSettings):
         description="A draft model stops drafting when its top token's probability falls below this.")
     adaptive: bool = Field(
         default=True, description="Choose the draft length per round with the online cost model.")
+    reproducible: bool = Field(
+        default=False,
+        description="Give every request the rows a fresh model would compute, whatever earlier "
+                    "requests left in the cache (cached cells are kept only as whole n_batch "
+                    "chunks): with a seed and adaptive off, a request then gives the same "
+                    "text whatever came before it. Off: a repeated request still repeats.")
     logits_all: bool = Field(
         default=False,
         description="Keep every token's logits (llama-cpp-python's way to answer logprobs); not "

@@ -7,19 +7,25 @@ greedy speculative text may part from plain greedy text, but only where the row 
 decided it held a near-tie, and "near" is measured on the running build:
 
 - ``measure_batch_noise`` evaluates a continuation one token at a time (plain decoding's
-  shape) and again in batches of the sizes a speculative loop uses, and takes the largest
-  difference of any logit between the two (``BatchNoise.max_abs``).
+  shape) and again in batches of the sizes a speculative loop uses. Per row it takes the
+  differences d = batched - one-token of the logits, and records the largest |d| of any
+  logit (``BatchNoise.max_abs``) and the largest spread max(d) - min(d) over the row's
+  ``TOP`` most likely tokens (``BatchNoise.max_spread``).
 - Two greedy runs can pick different tokens a and b from one row only if the gap
   ``|logit(a) - logit(b)|`` in one of the two versions of that row is at most
-  ``|d_a - d_b| <= 2 * max_abs``. ``BatchNoise.tie_bound`` is that, times a margin for rows
-  the measurement did not see (``MARGIN``).
+  ``|d_a - d_b|``, and a and b are both among the row's most likely tokens: at most the
+  spread. ``BatchNoise.tie_bound`` is the largest spread seen times a margin for rows the
+  measurement did not see (``MARGIN``). The largest |d| over the whole row bounds how far
+  two versions of a row (``BatchNoise.row_bound``) and of a log-probability
+  (``BatchNoise.logprob_bound``) may be apart.
 - ``compare_greedy`` runs the reference and the other path, and at each divergence
   measures the reference's one-token gap there; a gap below the bound is a near-tie (both
   runs then continue from the reference's prefix, so an error after it is still caught),
   a gap above it fails with the gap and the bound in the message.
 
-Tests, the device checks and the benchmarks all use this module; nothing in it is a
-constant measured once on one CPU.
+Every test that compares outputs across batch shapes takes its bound from here (through
+the ``batch_noise`` fixture of ``tests/conftest.py``); no bound in it is a constant measured
+once on one CPU.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 MARGIN = 1.5  # a row the measurement did not see may be noisier than the ones it saw
+TOP = 16  # the tokens of a row that a greedy pick can flip between
 DEFAULT_SIZES = (2, 5, 9, 17)  # verify batches: the last token and 1, 4, 8, 16 drafts
 MEASURE_PROMPT = (
     "<|im_start|>user\nExplain, with a short Python example, how a dictionary differs from a "
@@ -41,13 +48,20 @@ class BatchNoise:
     """How far batched logits were from one-token logits on this build."""
 
     max_abs: float            # the largest |batched - one-token| logit difference seen
+    max_spread: float         # the largest spread of those differences over a row's top TOP
     rows: int                 # rows compared (per batch size, summed)
     sizes: tuple              # the batch sizes measured
-    per_size: dict = field(default_factory=dict)  # size -> its largest difference
+    per_size: dict = field(default_factory=dict)  # size -> its largest spread
 
     @property
     def tie_bound(self) -> float:
         """Largest one-token top-two gap at which two batch shapes may pick differently."""
+        return MARGIN * self.max_spread
+
+    @property
+    def row_bound(self) -> float:
+        """Largest difference of any logit between two batch shapes (each is at most max_abs
+        from the one-token row)."""
         return 2.0 * MARGIN * self.max_abs
 
     @property
@@ -58,9 +72,10 @@ class BatchNoise:
 
     def describe(self) -> str:
         sizes = ", ".join(f"{s}: {v:.4f}" for s, v in sorted(self.per_size.items()))
-        return (f"batched vs one-token logits differ by up to {self.max_abs:.4f} over "
-                f"{self.rows} rows (batch size: largest difference {sizes}); near-tie bound "
-                f"{self.tie_bound:.4f}")
+        return (f"over {self.rows} rows batched vs one-token logits differ by up to "
+                f"{self.max_abs:.4f}, their top-{TOP} differences spread by up to "
+                f"{self.max_spread:.4f} (batch size: spread {sizes}); near-tie bound "
+                f"{self.tie_bound:.4f}, logprob bound {self.logprob_bound:.4f}")
 
 
 def _rows_at(addr: int, n: int, n_vocab: int) -> np.ndarray:
@@ -100,7 +115,8 @@ def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_
             row = _rows_at(addr, 1, n_vocab)[0]
             single.append(row)
         single = np.asarray(single)
-        per_size, rows = {}, 0
+        top = np.argsort(-single, axis=1)[:, :TOP]
+        per_size, rows, max_abs = {}, 0, 0.0
         for size in sizes:
             decoder.remove_from(len(prompt))
             batched = []
@@ -110,14 +126,17 @@ def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_
                 batched.append(_rows_at(addr, len(chunk), n_vocab))
             batched = np.concatenate(batched)
             finite = np.isfinite(single) & np.isfinite(batched)
-            per_size[size] = float(np.max(np.abs(np.where(finite, batched - single, 0.0))))
+            d = np.where(finite, batched - single, 0.0)
+            max_abs = max(max_abs, float(np.max(np.abs(d))))
+            d_top = np.take_along_axis(d, top, axis=1)
+            per_size[size] = float(np.max(d_top.max(axis=1) - d_top.min(axis=1)))
             rows += n_tokens
     finally:
         decoder.remove_from(0)
         decoder.close()
         llama.n_tokens = 0
         llama._requires_eval = True
-    return BatchNoise(max(per_size.values()), rows, sizes, per_size)
+    return BatchNoise(max_abs, max(per_size.values()), rows, sizes, per_size)
 
 
 def one_token_row(llama, prompt: Sequence[int], generated: Sequence[int] = ()) -> np.ndarray:
