@@ -1,9 +1,11 @@
 """``pyspec serve`` with the real client: the official ``openai`` package against a server
 started here on 127.0.0.1 (an ephemeral port) with the real Gemma 3 270M model.
 
-The server runs a fixed draft length (``--adaptive false``) so that one prompt's batch shapes,
-and with them its greedy text, repeat from request to request: any mixing of two requests'
-KV state, or a cache left inconsistent by a client that went away, changes the text.
+The server runs a fixed draft length (``--adaptive false``) and ``--reproducible true`` (cached
+KV cells are kept only where a fresh evaluation computes the same ones), so that one prompt's
+batch shapes and rows, and with them its greedy text, repeat from request to request whatever
+was served in between, on every CPU build: any mixing of two requests' KV state, or a cache
+left inconsistent by a client that went away, changes the text.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def server(gemma_path, tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyspec", "serve", "-m", gemma_path, "--host", "127.0.0.1",
          "--port", str(port), "-c", "1024", "-t", "2", "--draft-max", "4", "--adaptive", "false",
-         "--verbose", "false", "--chat_format", "gemma"],  # the GGUF has no template
+         "--reproducible", "true", "--verbose", "false", "--chat_format", "gemma"],  # the GGUF has no template
         stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -82,6 +84,7 @@ def _greedy(client, prompt, n=16, **kw):
 def test_start_up_says_what_runs(server):
     text = server[1].read_text()
     assert "pyspec serve: model" in text and "drafter lookup" in text and "2 threads" in text
+    assert "reproducible" in text
 
 
 def test_completion_and_chat_with_statistics(client):

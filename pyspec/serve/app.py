@@ -41,7 +41,8 @@ def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
             f"{settings.draft_min}-{spec.controller.draft_max} "
             f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
             f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
-            f"n_ctx {llama.n_ctx()}")
+            f"n_ctx {llama.n_ctx()}"
+            + (", reproducible (cached cells kept as whole n_batch chunks)" if spec.reproducible else ""))
 
 
 class SpeculativeLlamaProxy(LlamaProxy):
