@@ -275,9 +275,11 @@ class Speculation:
 
     # ------------------------------------------------------------------------------------
     def _evaluate_prompt(self, tokens: list, stats: SpeculationStats, prompt_rows: bool) -> int:
-        """Brings the target's KV cache to `tokens` (reusing the common prefix); returns the
-        address of the logits after the last prompt token. ``prompt_rows``: keep every
-        evaluated prompt token's logits in ``scores`` (logprobs with echo)."""
+        """Brings the target's KV cache to `tokens` (reusing the common prefix as
+        ``prefix_reuse`` allows); returns the address of the logits after the last prompt
+        token: llama.cpp's buffer, or the saved row of the same prompt's last evaluation.
+        ``prompt_rows``: keep every evaluated prompt token's logits in ``scores`` (logprobs
+        with echo)."""
         llama, reuse = self.llama, self.prefix_reuse
         common = 0
         if llama.n_tokens != self._left_n_tokens:  # something else evaluated since our last request
