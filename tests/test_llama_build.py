@@ -120,9 +120,14 @@ def test_the_guard_refuses_before_the_model_loads(monkeypatch, tmp_path):
 
     monkeypatch.setattr(guard, "system_info", lambda: AMX_INFO)
     monkeypatch.setattr(guard, "cpu_flags", lambda: SAPPHIRE_RAPIDS)
+    monkeypatch.setattr(guard, "installed_amx_fix", lambda: 0)  # an AMX build without the fix
     missing = tmp_path / "never-loaded.gguf"  # loading it would fail differently
     with pytest.raises(UnsafeLlamaBuildError, match="install-llama"):
         SpeculativeLlama(str(missing))
+    monkeypatch.setattr(guard, "installed_amx_fix", lambda: 1)  # install-llama --amx
+    with pytest.raises(ValueError, match="(?i)model path does not exist|no such file"):
+        SpeculativeLlama(str(missing))
+    monkeypatch.setattr(guard, "installed_amx_fix", lambda: 0)
     monkeypatch.setenv("PYSPEC_ALLOW_AMX", "1")
     with pytest.raises(ValueError, match="(?i)model path does not exist|no such file"):
         SpeculativeLlama(str(missing))
