@@ -52,7 +52,7 @@ def check_llama_build() -> None:
     """Raises UnsafeLlamaBuildError when loading a model would crash (see the module doc)."""
     if os.environ.get(ALLOW_ENV, "").strip() in ("1", "yes", "true"):
         return
-    info = system_info()
-    reason = amx_crash_reason(info, cpu_flags())
-    if reason and amx_crash_reason(info, cpu_flags(), fixed=installed_amx_fix() > 0):
+    reason = amx_crash_reason(system_info(), cpu_flags())
+    # The fix's record is looked up (it hashes the cached wheels) only for an AMX build.
+    if reason and installed_amx_fix() == 0:
         raise UnsafeLlamaBuildError(reason)
