@@ -34,6 +34,10 @@ def main(argv=None) -> int:
         from .bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["install-llama"]:  # its options live with it (pyspec install-llama --help)
+        from .llama_build import main as install_main
+
+        return install_main(argv[1:])
     parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
                                      "decoding for llama-cpp-python")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,25 +57,15 @@ def main(argv=None) -> int:
                    "(pyspec bench --help; from a source checkout)")
     sub.add_parser("doctor", help="check the installation (llama-cpp-python build, pyspec "
                    "library, CUDA, model and cost caches); exit 0 when all is well")
-    install = sub.add_parser("install-llama", help="build and install llama-cpp-python "
-                             f"{LLAMA_CPP_PYTHON_VERSION} for this CPU without ggml's AMX path "
-                             "(your CMAKE_ARGS, e.g. -DGGML_CUDA=on, are appended)")
-    install.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
-                         "the same flags is cached")
-    install.add_argument("--dry-run", action="store_true", help="print the plan only")
-    install.add_argument("--amx", action="store_true", help="build ggml's AMX matrix multiply "
-                         "(AMX CPUs only), with pyspec's fix to its tile setup applied first")
+    sub.add_parser("install-llama", help="build and install llama-cpp-python "
+                   f"{LLAMA_CPP_PYTHON_VERSION} for this CPU, with ggml's AMX path fixed on AMX "
+                   "CPUs (pyspec install-llama --help)")
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
         from .doctor import main as doctor_main
 
         return doctor_main()
-    if args.command == "install-llama":
-        from .llama_build import main as install_main
-
-        return install_main((["--force"] if args.force else []) + (["--dry-run"] if args.dry_run else [])
-                            + (["--amx"] if args.amx else []))
     from .llama_guard import UnsafeLlamaBuildError
 
     try:

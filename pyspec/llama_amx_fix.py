@@ -13,17 +13,22 @@ copy and ``_tile_loadconfig``, so the bytes are in memory when the instruction r
 Each thread still configures its tiles once (OpenMP teams may change: the flag is
 thread_local, as before). Nothing else in ggml changes.
 
-``FIX_VERSION`` goes into the build key and the build record, so ``pyspec doctor`` and the
-build guard can tell a fixed AMX build from an unfixed one.
+``FIX_VERSION`` goes into the build key and the build record, and into the built library
+itself: the replacement carries a marker string (``pyspec AMX tile-config fix version N``)
+that its code references, so it survives optimisation and linking. ``fix_version_in``
+reads it back from a library file, which is how ``pyspec doctor`` and the build guard
+tell a fixed AMX build from an unfixed one wherever the wheel came from (version 1 had
+no marker and counts as unfixed).
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-FIX_VERSION = 1
+FIX_VERSION = 2
 MMQ_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/amx/mmq.cpp")
 MARKER = "pyspec AMX tile-config fix"
+_BUILT_MARKER = re.compile(rb"pyspec AMX tile-config fix version (\d+)\0")
 
 # The tile layout ggml's kernels use (its comment "2-2-4 pattern"): B in TMM0-1 (8 rows of
 # 64 bytes), A in TMM2-3 (16 x 32), C in TMM4-7 (16 x 64). Byte image of the 64-byte
@@ -56,6 +61,8 @@ def replacement() -> str:
 alignas(64) static const uint8_t pyspec_amx_tile_config[64] = {{
 {table}
 }};
+// Found by pyspec in the built library (llama_amx_fix.fix_version_in); referenced below.
+__attribute__((used)) static const char pyspec_amx_fix_marker[] = "{MARKER} version {FIX_VERSION}";
 
 inline void ggml_tile_config_init(void) {{
     static thread_local bool done = false;
@@ -66,11 +73,20 @@ inline void ggml_tile_config_init(void) {{
     }}
 
     memcpy(config, pyspec_amx_tile_config, sizeof(config));
-    __asm__ __volatile__("" : : "r"(config) : "memory");
+    __asm__ __volatile__("" : : "r"(config), "r"(pyspec_amx_fix_marker) : "memory");
     _tile_loadconfig(config);
     done = true;
 }}
 """
+
+
+def fix_version_in(library: Path) -> int:
+    """The version of the fix compiled into this library file (0: none)."""
+    try:
+        found = _BUILT_MARKER.findall(Path(library).read_bytes())
+    except OSError:
+        return 0
+    return max((int(v) for v in found), default=0)
 
 
 class AmxFixError(RuntimeError):

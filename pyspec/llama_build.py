@@ -194,6 +194,14 @@ def _find_wheel(directory: Path) -> Path | None:
     return wheels[-1] if wheels else None
 
 
+def cached_wheel(amx: bool, user_cmake_args: str | None = None) -> Path | None:
+    """The wheel ``install-llama`` built for this CPU with (or without) the AMX path, if it
+    is in the build cache (``user_cmake_args``: as for ``install``, $CMAKE_ARGS by default)."""
+    if user_cmake_args is None:
+        user_cmake_args = os.environ.get("CMAKE_ARGS", "")
+    return _find_wheel(wheel_dir(plan_cmake_args(user_cmake_args, amx=amx)))
+
+
 def installed_from(wheel: Path) -> bool:
     """Whether the installed llama-cpp-python was installed from exactly this wheel file."""
     from importlib import metadata
@@ -236,7 +244,8 @@ def _patched_source(out_dir: Path) -> Path:
 
     from .llama_amx_fix import apply_to_tree
 
-    sdist_dir = out_dir / "sdist"
+    # One download for every AMX build of this version (the fix's version changes the key).
+    sdist_dir = out_dir.parent / f"sdist-{LLAMA_CPP_PYTHON_VERSION}"
     sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         _log(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sources (76 MB)")
@@ -352,25 +361,54 @@ def _check_installed(amx: bool) -> str:
     return info
 
 
+def installed_cpu_libraries() -> list:
+    """The installed llama-cpp-python's ggml CPU back-end library files (found without
+    importing llama_cpp, which would load them)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = []
+    for package in spec.submodule_search_locations:
+        found += sorted(Path(package).glob("lib/libggml-cpu*.so*"))
+    return [path for path in found if path.is_file() and not path.is_symlink()]
+
+
 def installed_amx_fix() -> int:
-    """The version of pyspec's AMX fix in the installed llama-cpp-python (0: none)."""
-    build = installed_build()
-    return int(build.get("amx_fix", 0)) if build else 0
+    """The version of pyspec's AMX fix compiled into the installed llama-cpp-python (0:
+    none). Read from the library itself, so it holds whatever cache the wheel came from."""
+    from .llama_amx_fix import fix_version_in
+
+    return max((fix_version_in(path) for path in installed_cpu_libraries()), default=0)
+
+
+def default_amx(flags: frozenset | None = None, machine: str | None = None) -> bool:
+    """Whether ``install-llama`` builds the AMX path when not told: on every CPU that can run
+    it (with pyspec's fix, batched passes cost far less there: README, "AMX")."""
+    return amx_capable(cpu_flags() if flags is None else flags, machine)
 
 
 def install(user_cmake_args: str | None = None, *, force: bool = False,
-            dry_run: bool = False, amx: bool = False) -> Path:
+            dry_run: bool = False, amx: bool | None = None, build_only: bool = False) -> Path:
     """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path.
-    ``amx``: ggml's AMX path on, with pyspec's fix applied to the sources first."""
+    ``amx``: ggml's AMX path on, with pyspec's fix applied to the sources first; None (the
+    default) decides by the CPU (``default_amx``)."""
     if user_cmake_args is None:
         user_cmake_args = os.environ.get("CMAKE_ARGS", "")
+    chosen = amx is not None
+    if amx is None:
+        amx = default_amx()
     cmake_args = plan_cmake_args(user_cmake_args, amx=amx)
     out_dir = wheel_dir(cmake_args)
     wheel = _find_wheel(out_dir)
+    why = "as asked" if chosen else ("this CPU reports amx_tile and amx_int8; --no-amx keeps it "
+                                     "off" if amx else "this CPU reports no AMX")
+    _log(f"AMX: {'on' if amx else 'off'} ({why})")
     if dry_run:
         _log(f"CMAKE_ARGS={' '.join(cmake_args)}")
         if amx_enabled(cmake_args):
-            _log(f"AMX: on; pyspec's tile-config fix (version {AMX_FIX_VERSION}) will be applied "
+            _log(f"AMX: pyspec's tile-config fix (version {AMX_FIX_VERSION}) will be applied "
                  f"to the sources before the build")
         _log(f"wheel: {wheel or out_dir / '(not built yet)'}")
         return wheel or out_dir
@@ -380,6 +418,9 @@ def install(user_cmake_args: str | None = None, *, force: bool = False,
         wheel = _build_wheel(cmake_args, out_dir)
     else:
         _log(f"using {wheel} (built earlier with the same flags)")
+    if build_only:
+        _log(f"built and cached, not installed: {wheel}")
+        return wheel
     if installed_from(wheel) and not force:
         _log("llama-cpp-python is already installed from this wheel")
     else:
@@ -398,17 +439,23 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="pyspec install-llama",
-        description="Build and install llama-cpp-python with this CPU's SIMD levels and "
-                    "without ggml's AMX path (which crashes on AMX CPUs, llama.cpp #20824). "
-                    "Your CMAKE_ARGS (e.g. -DGGML_CUDA=on) are appended.")
+        description="Build and install llama-cpp-python with this CPU's SIMD levels; on CPUs "
+                    "with AMX, with ggml's AMX path and pyspec's fix to it (unfixed, it crashes: "
+                    "llama.cpp #20824). Your CMAKE_ARGS (e.g. -DGGML_CUDA=on) are appended.")
     parser.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
                         "the same flags is cached")
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
-    parser.add_argument("--amx", action="store_true", help="build ggml's AMX matrix multiply "
-                        "(CPUs with amx_tile and amx_int8), with pyspec's fix to its tile setup")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--amx", dest="amx", action="store_const", const=True, default=None,
+                        help="require ggml's AMX matrix multiply, with pyspec's fix to its tile "
+                             "setup (the default on CPUs with amx_tile and amx_int8)")
+    choice.add_argument("--no-amx", dest="amx", action="store_const", const=False,
+                        help="build without the AMX path, as on CPUs without AMX")
+    parser.add_argument("--build-only", action="store_true", help="build and cache the wheel "
+                        "without installing it (tests compare the AMX build with the other one)")
     args = parser.parse_args(argv)
     try:
-        install(force=args.force, dry_run=args.dry_run, amx=args.amx)
+        install(force=args.force, dry_run=args.dry_run, amx=args.amx, build_only=args.build_only)
     except LlamaBuildError as exc:
         _log(f"error: {exc}")
         return 1

@@ -7,8 +7,8 @@ loaded into an AMX buffer and the first model call dies with SIGSEGV at ``ldtile
 the build reports ``AMX_INT8 = 1`` among its CPU features *and* the CPU lists ``amx_int8``
 and ``amx_tile``. Then ``pyspec demo``, ``pyspec generate`` and ``SpeculativeLlama`` raise
 ``UnsafeLlamaBuildError`` naming the problem and the fix (``python3 -m pyspec install-llama``,
-which rebuilds without AMX), unless the build is pyspec's own AMX build
-(``install-llama --amx``: its record in the build cache names the fix it carries).
+which rebuilds with pyspec's fix to the AMX path), unless the build is pyspec's own AMX build:
+its ggml CPU library carries the fix's marker (``llama_amx_fix.fix_version_in``).
 ``PYSPEC_ALLOW_AMX=1`` skips the check (for a llama.cpp that has the upstream fix).
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) ->
             f"llama.cpp 0.3.36 loads quantised weights into an AMX buffer there and crashes "
             f"with a segmentation fault on the first model call ({LLAMA_ISSUE}). Fix: "
             f"`python3 -m pyspec install-llama` rebuilds llama-cpp-python with this CPU's SIMD "
-            f"levels and without AMX (about 12 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
+            f"levels and ggml's AMX path with pyspec's fix to it (`--no-amx`: without AMX; "
+            f"about 10 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
             f"this check with a llama.cpp that has the upstream fix.")
 
 

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from pyspec.llama_amx_fix import MARKER, AmxFixError, apply_to_tree, patch_source, replacement
+from pyspec.llama_amx_fix import (FIX_VERSION, MARKER, AmxFixError, apply_to_tree, fix_version_in,
+                                  patch_source, replacement)
 from pyspec.llama_build import cpu_flags
 
 # The shape of the function the fix replaces, written here from its description (a stack
@@ -98,6 +99,15 @@ def test_apply_to_tree_patches_the_vendored_file(tmp_path):
     assert apply_to_tree(tmp_path) == target and MARKER in target.read_text()
 
 
+def test_the_marker_is_read_from_a_library_file(tmp_path):
+    library = tmp_path / "libggml-cpu.so"
+    library.write_bytes(b"\x7fELF" + b"\0" * 40 + f"{MARKER} version 7".encode() + b"\0tail")
+    assert fix_version_in(library) == 7
+    library.write_bytes(b"\x7fELF" + MARKER.encode() + b" in a comment, no version\0")
+    assert fix_version_in(library) == 0
+    assert fix_version_in(tmp_path / "absent.so") == 0
+
+
 @x86_only
 def test_the_replacement_compiles_and_configures_the_tiles(tmp_path):
     compiler = shutil.which("g++") or shutil.which("c++")
@@ -111,6 +121,8 @@ def test_the_replacement_compiles_and_configures_the_tiles(tmp_path):
                                 "-pthread", str(source), "-o", str(exe)],
                                capture_output=True, text=True)
         assert build.returncode == 0, build.stderr
+        # The marker the guard and doctor look for survives the optimiser and the linker.
+        assert fix_version_in(exe) == FIX_VERSION, level
         if not {"amx_tile", "amx_int8"} <= cpu_flags():
             continue  # compiled: the AMX path builds on any x86 host; running needs AMX
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)

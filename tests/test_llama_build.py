@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from pyspec.llama_build import (AMX_OPTIONS, LlamaBuildError, amx_enabled, cpu_flags,
-                                derived_cmake_args, installed_amx_fix, plan_cmake_args, wheel_key)
+from pyspec.llama_build import (AMX_FIX_VERSION, AMX_OPTIONS, LlamaBuildError, amx_enabled,
+                                cpu_flags, default_amx, derived_cmake_args, installed_amx_fix,
+                                plan_cmake_args, wheel_key)
 from pyspec.llama_guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
                                 check_llama_build)
 
@@ -82,6 +83,13 @@ def test_an_amx_build_is_asked_for_explicitly_and_keyed_apart():
     assert wheel_key(amx) != wheel_key(plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
 
 
+def test_the_amx_path_is_the_default_exactly_where_the_cpu_runs_it():
+    assert default_amx(SAPPHIRE_RAPIDS, "x86_64")
+    assert not default_amx(ZEN3, "x86_64")
+    assert not default_amx(SAPPHIRE_RAPIDS - {"amx_int8"}, "x86_64")
+    assert not default_amx(SAPPHIRE_RAPIDS, "aarch64")
+
+
 def test_the_amx_key_changes_with_the_fix(monkeypatch):
     import pyspec.llama_build as build
 
@@ -140,15 +148,25 @@ def _pyspec(*args, env=None):
 
 
 def test_install_llama_dry_run_prints_the_plan():
-    out = _pyspec("install-llama", "--dry-run")
+    has_amx = {"amx_tile", "amx_int8"} <= cpu_flags()
+    fix_line = f"fix (version {AMX_FIX_VERSION}) will be applied"
+    out = _pyspec("install-llama", "--dry-run")  # the default: AMX exactly where the CPU has it
     assert out.returncode == 0, out.stderr
-    assert "-DGGML_AMX_INT8=OFF" in out.stderr and "wheel:" in out.stderr
-    refused = _pyspec("install-llama", "--dry-run", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
+    assert f"-DGGML_AMX_INT8={'ON' if has_amx else 'OFF'}" in out.stderr and "wheel:" in out.stderr
+    assert (fix_line in out.stderr) == has_amx
+    assert ("AMX: on (this CPU reports amx_tile and amx_int8" if has_amx
+            else "AMX: off (this CPU reports no AMX)") in out.stderr
+    no_amx = _pyspec("install-llama", "--dry-run", "--no-amx")
+    assert no_amx.returncode == 0 and "-DGGML_AMX_INT8=OFF" in no_amx.stderr
+    assert fix_line not in no_amx.stderr and "AMX: off (as asked)" in no_amx.stderr
+    refused = _pyspec("install-llama", "--dry-run", "--no-amx", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
+    both = _pyspec("install-llama", "--amx", "--no-amx")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
     amx = _pyspec("install-llama", "--dry-run", "--amx")
-    if {"amx_tile", "amx_int8"} <= cpu_flags():
+    if has_amx:
         assert amx.returncode == 0, amx.stderr
-        assert "-DGGML_AMX_INT8=ON" in amx.stderr and "fix (version 1) will be applied" in amx.stderr
+        assert "-DGGML_AMX_INT8=ON" in amx.stderr and fix_line in amx.stderr
     else:
         assert amx.returncode == 1 and "reports no AMX" in amx.stderr
 

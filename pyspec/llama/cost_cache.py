@@ -5,7 +5,8 @@ batching scales on this machine (cost(n) / cost(1), which does not change with t
 the moment) is a better prior than the default curve, so it is kept in
 ``~/.cache/pyspec/costs/`` (``PYSPEC_CACHE`` moves the root; ``PYSPEC_COST_CACHE=off`` turns
 the cache off), one small JSON file per model file (path, size, modification time),
-llama.cpp threads and batch size, CPU and llama-cpp-python version.
+llama.cpp threads and batch size, CPU, llama-cpp-python version and build (its CPU features:
+an AMX build batches far more cheaply).
 
 A cache cannot poison later runs: a file is validated on load (``costs.validate_ratios``:
 finite, plausible, monotone; a corrupt or implausible file is ignored with one warning), it
@@ -51,9 +52,16 @@ def cost_cache_file(llama) -> Optional[Path]:
                n_threads=params.n_threads, n_threads_batch=params.n_threads_batch,
                n_batch=llama.n_batch, n_ubatch=params.n_ubatch,
                cpu=platform.processor() or platform.machine(), cpus=os.cpu_count(),
-               llama_cpp=llama_cpp.__version__, format=FORMAT)
+               llama_cpp=llama_cpp.__version__, format=FORMAT,
+               # The build's kernels (AMX or not, repacking) shape the curve more than anything.
+               build=_system_info(llama_cpp))
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir() / "costs" / f"{Path(model).stem}-{digest}.json"
+
+
+def _system_info(llama_cpp) -> str:
+    info = llama_cpp.llama_print_system_info()
+    return info.decode(errors="replace") if isinstance(info, bytes) else str(info)
 
 
 def parse_ratios(text: str) -> dict:
