@@ -59,7 +59,7 @@ def machine(data: dict) -> str:
     text = f"{cpu.get('brand_raw', 'an unknown CPU')}, {cpu.get('count', '?')} CPUs"
     flags = set(cpu.get("flags", ()))
     if "avx512f" in flags:
-        text += ", AVX-512"
+        text += ", AVX-512" + (", AMX" if {"amx_tile", "amx_int8"} <= flags else "")
     elif "avx2" in flags:
         text += ", AVX2, no AVX-512"
     return text

@@ -367,6 +367,58 @@ def logprobs_table(run: Run) -> list:
     return out
 
 
+# --- llama-cpp-python builds: AMX against non-AMX (bench_llama_builds.py) -----------------
+
+def llama_builds_table(run: Run) -> list:
+    rows = [b["extra_info"] for b in run.named("bench_batch_costs_amx_against_no_amx")]
+    if not rows:
+        raise MissingResults(f"{run.path}: no bench_batch_costs_amx_against_no_amx results")
+    sizes = [n for n in rows[0]["ms"]["amx"] if n != "plain"]
+    out = [run.measured_line(), "",
+           f"Milliseconds per `llama_decode` of n tokens (every row's logits kept, as a verify "
+           f"pass keeps them) and per token of plain one-token decoding, 2 threads, each build "
+           f"in its own process, the builds alternating, medians of {rows[0]['rounds']} rounds:",
+           ""]
+    table = []
+    for e in sorted(rows, key=lambda e: e["model"], reverse=True):
+        for label in ("no-amx", "amx"):
+            ms = e["ms"][label]
+            table.append((e["model"], "AMX + fix" if label == "amx" else "without AMX",
+                          *(f"{ms[n]:.0f}" for n in sizes), f"{ms['plain']:.1f}",
+                          f"{ms[sizes[-1]] / ms['1']:.2f}x"))
+        r = e["amx_over_no_amx"]
+        table.append((e["model"], "AMX / without", *(f"{r[n]:.2f}" for n in sizes),
+                      f"{r['plain']:.2f}", ""))
+    out += _table(("model", "build", *(f"n={n}" for n in sizes), "plain ms/token",
+                   f"cost({sizes[-1]}) / cost(1)"), table)
+    return out
+
+
+# --- a costly drafter against plain decoding (bench_costly_drafter.py) --------------------
+
+def costly_drafter_table(run: Run) -> list:
+    b = run.one("bench_costly_drafter_never_loses")
+    e = b["extra_info"]
+    out = [run.measured_line(), "",
+           f"Qwen2.5-Coder 1.5B, {e['max_tokens']} greedy tokens per request, decode tokens/s "
+           "after the first token, each request run plain, with the 0.5B draft model and with "
+           "prompt lookup, then again in the opposite order (medians of 2); the objects live "
+           "through the run, the cost cache off (a fresh machine):", ""]
+    rows, ratios = [], {"draft model": [], "lookup": []}
+    for name, r in e["requests"].items():
+        rate = r["rate"]
+        for m in ratios:
+            ratios[m].append(r["over_plain"][m])
+        rows.append((name, f"{rate['plain']:.2f}",
+                     *(f"{rate[m]:.2f} ({r['over_plain'][m]:.2f}x)" for m in ratios)))
+    out += _table(("request", "plain tok/s", "draft model", "lookup"), rows)
+    from math import exp, log
+
+    out += [""] + [f"{m}: geometric mean {exp(sum(map(log, v)) / len(v)):.2f}x plain, worst "
+                   f"{min(v):.2f}x." for m, v in ratios.items()]
+    return out
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 def llama_build(run: Run) -> list:
@@ -399,4 +451,6 @@ SECTIONS = {
     "logprobs-table": (("logprobs",), logprobs_table),
     "llama-build": (("llama-build",), llama_build),
     "test-run": (("test-run",), test_run),
+    "llama-builds-table": (("llama-builds",), llama_builds_table),
+    "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
 }

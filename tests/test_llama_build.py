@@ -159,7 +159,8 @@ def test_install_llama_dry_run_prints_the_plan():
     no_amx = _pyspec("install-llama", "--dry-run", "--no-amx")
     assert no_amx.returncode == 0 and "-DGGML_AMX_INT8=OFF" in no_amx.stderr
     assert fix_line not in no_amx.stderr and "AMX: off (as asked)" in no_amx.stderr
-    refused = _pyspec("install-llama", "--dry-run", "--no-amx", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
+    refused = _pyspec("install-llama", "--dry-run", "--no-amx",
+                      env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
     both = _pyspec("install-llama", "--amx", "--no-amx")
     assert both.returncode == 2 and "not allowed with" in both.stderr

@@ -20,7 +20,11 @@ point-mass draft d is accepted with the target's probability of d, which is exac
 probability that the plain round emits d, so the check is an unbiased acceptance observation
 that costs nothing. A costly drafter (a draft model) cannot be watched for free: after
 `explore_every` plain rounds a short speculative round probes it, and each probe that does not
-change the decision doubles that interval.
+change the decision doubles that interval. And every round it drafts is settled against plain
+decoding (``loss_budget.LossBudget``): a round whose worst case (its catch-up on the tokens
+the drafter has not seen, its drafts, the longer verify pass, nothing accepted) the budget
+cannot cover is not run, so a draft model costs at most 3% over plain decoding before it has
+shown that it pays.
 """
 from __future__ import annotations
 
@@ -32,11 +36,13 @@ from typing import Optional
 import numpy as np
 
 from .costs import BatchCosts
+from .loss_budget import CARRY_CAP, LossBudget
 from .rounds import Round
 
 MAX_EXPLORE_INTERVAL = 256
 WARMUP_PLAIN_ROUNDS = 3
 PROBE_LENGTH = 2
+MIN_ROUNDS_FOR_GAIN = 20  # speculative rounds before their gain is recorded for the next process
 # The acceptance estimate behind each decision counts half a failure more than it saw: a
 # handful of lucky matches alone does not license a long draft (on Gemma 270M a failed draft
 # of 8 costs 4 tokens' time), while beside the counts of a long copy (a round that passes 16
@@ -56,6 +62,8 @@ class WatchPolicy:
     explore_every: int = 16
     # Whether a drafter measured slower than plain is still probed.
     probe_after_veto: bool = True
+    # Whether its rounds must fit a loss budget against plain decoding (loss_budget.py).
+    loss_budget: bool = False
 
 
 # A free drafter (prompt lookup) drafts every round anyway: watched through its shadow.
@@ -63,7 +71,8 @@ FREE_DRAFTER = WatchPolicy(shadowed=True, explore_every=16, probe_after_veto=Tru
 # A costly drafter (a draft model) must catch up on every token of a plain stretch before it
 # can draft, so a probe costs more the longer it waited: probed rarely, and never again once
 # measured slower than plain.
-COSTLY_DRAFTER = WatchPolicy(shadowed=False, explore_every=48, probe_after_veto=False)
+COSTLY_DRAFTER = WatchPolicy(shadowed=False, explore_every=48, probe_after_veto=False,
+                             loss_budget=True)
 
 
 class DraftLengthController:
@@ -101,6 +110,16 @@ class DraftLengthController:
         self._limit: dict = {}       # bucket -> largest draft length for now
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
+        # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
+        # catch-up cost per token, apart for one or two tokens (a round's own last token:
+        # a one-token decode) and for longer stretches (a batch: cheaper per token).
+        self.budget: Optional[LossBudget] = LossBudget() if watch.loss_budget else None
+        self.catch_up_cost = {False: 0.0, True: 0.0}  # long stretch? -> seconds per token
+        # Before the drafter has drafted: its cost per token as a fraction of the target's
+        # one-token pass (from the models' sizes; None: assume as dear as the target).
+        self.draft_cost_ratio: Optional[float] = None
+        self.catch_up_ratio = {False: None, True: None}  # the same for the catch-up, if known
+        self._carried_gain: dict = {}  # an earlier process's speculative_gain, kept until ours
 
     # ---- measurements ---------------------------------------------------------------
     def observe(self, r: Round) -> None:
@@ -110,10 +129,53 @@ class DraftLengthController:
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
         self.record_target(r.batch, r.target_seconds)
         self.record_acceptance(r.offered, r.accepted, r.bucket)
-        self.record_round(r.bucket, r.speculative, r.emitted, r.round_seconds)
+        # The realised rate is the steady one: a long catch-up (the prompt, a plain stretch)
+        # is a one-off cost, which the loss budget charges; it must not veto the drafter.
+        one_off = r.catch_up_seconds if r.catch_up_tokens > 2 else 0.0
+        self.record_round(r.bucket, r.speculative, r.emitted, r.round_seconds - one_off)
         self.record_overhead(r.speculative, r.round_seconds - r.target_seconds - r.draft_seconds)
         if r.shadow_match is not None and self.watch.shadowed:
             self.record_shadow(r.shadow_match, r.bucket)
+        if r.catch_up_tokens:
+            self.record_catch_up(r.catch_up_tokens, r.catch_up_seconds)
+        if self.budget is not None:
+            if r.speculative:
+                self.budget.settle(r.round_seconds, r.emitted, self.plain_per_token())
+            else:
+                self.budget.earn(r.round_seconds)
+
+    def record_catch_up(self, n_tokens: int, seconds: float) -> None:
+        """A costly drafter evaluated n_tokens it had not seen before drafting."""
+        long = n_tokens > 2
+        old = self.catch_up_cost[long] or None
+        self.catch_up_cost[long] = self._avg(old, seconds / n_tokens)
+
+    def plain_per_token(self) -> Optional[float]:
+        """Realised seconds per token of recent plain rounds (whole rounds: what speculation
+        is held against), or the one-token pass's cost before any plain round finished."""
+        plain = self._realised.get((None, False))
+        if plain:
+            return 1.0 / float(np.median(plain))
+        return self.costs.per_token()
+
+    def worst_case_loss(self, k: int, catch_up: int) -> float:
+        """What a round of k costly drafts loses against one plain round if nothing is
+        accepted: the catch-up, the drafts, the verify pass's extra rows, the overhead."""
+        c1 = self.costs.per_token() or self.plain_per_token() or 0.0
+
+        def known(measured, ratio):
+            return measured or (ratio * c1 if ratio else 0.0)
+
+        per_draft = known(self.draft_cost, self.draft_cost_ratio or 1.0)
+        one = known(self.catch_up_cost[False], self.catch_up_ratio[False]) or per_draft
+        # A long catch-up is one batch: per token, until measured, as much cheaper than a
+        # one-token decode as the target's batches are (its curve's shape).
+        batched = (per_draft * self.predicted_target(catch_up) / (catch_up * c1)
+                   if c1 and catch_up > 2 else per_draft)
+        long = known(self.catch_up_cost[True], self.catch_up_ratio[True]) or batched
+        per_catch_up = one if catch_up <= 2 else long
+        return (catch_up * per_catch_up + k * per_draft
+                + self.predicted_target(k + 1) - self.predicted_target(1) + self.overhead)
 
     def _avg(self, old, new):
         return new if old is None else old + self.ema * (new - old)
@@ -229,11 +291,57 @@ class DraftLengthController:
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
         return self.expected_tokens(k, bucket) / cost
 
-    def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None) -> int:
+    def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None,
+               catch_up: int = 0) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
-        drafts already proposed). ``last_reason`` says why."""
+        drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
+        it drafts. ``last_reason`` says why."""
         k, self.last_reason = self._choose(limit, bucket, draft_cost)
+        if k and self.budget is not None and draft_cost is None and not self.fixed:
+            k, self.last_reason = self._within_budget(k, catch_up, self.last_reason)
         return k
+
+    def drafter_record(self) -> dict:
+        """What this process learned about its costly drafter, to carry to the next one
+        (cost_cache.save_drafter_record): the budget's balance, and costs relative to the
+        target's one-token pass (absolute times move with the machine's load)."""
+        c1 = self.costs.per_token()
+        if self.budget is None or not c1:
+            return {}
+        ratio = lambda seconds: seconds / c1 if seconds else None  # noqa: E731
+        record = {"balance": self.budget.balance, "draft_cost_ratio": ratio(self.draft_cost),
+                  "catch_up_ratio_one": ratio(self.catch_up_cost[False]),
+                  "catch_up_ratio_long": ratio(self.catch_up_cost[True])}
+        if self.budget.rounds >= MIN_ROUNDS_FOR_GAIN:  # what its speculative rounds gained
+            record.update(speculative_gain=self.budget.speculative_gain,
+                          speculative_rounds=float(self.budget.rounds))
+        elif self._carried_gain:
+            record.update(self._carried_gain)
+        return record
+
+    def use_drafter_record(self, record: dict) -> None:
+        """Starts from what an earlier process learned (``drafter_record``)."""
+        if self.budget is None or not record:
+            return
+        self.budget.balance = min(float(record.get("balance", 0.0)), CARRY_CAP)
+        self.draft_cost_ratio = record.get("draft_cost_ratio") or self.draft_cost_ratio
+        self.catch_up_ratio = {False: record.get("catch_up_ratio_one"),
+                               True: record.get("catch_up_ratio_long")}
+        if "speculative_gain" in record:
+            self._carried_gain = {k: record[k] for k in ("speculative_gain", "speculative_rounds")
+                                  if k in record}
+
+    def _within_budget(self, k: int, catch_up: int, why: str):
+        """The longest draft up to k whose worst case the loss budget covers (0: none)."""
+        budget = self.budget
+        for length in range(k, self.draft_min - 1, -1):
+            if length and budget.affords(self.worst_case_loss(length, catch_up)):
+                if length < k:
+                    why += f"; cut to {length} by the {budget.describe()}"
+                return length, why
+        worst = self.worst_case_loss(max(self.draft_min, 1), catch_up)
+        return 0, (f"plain: {budget.describe()} does not cover the worst case of a draft "
+                   f"({1000 * worst:.0f} ms, {catch_up} tokens to catch up) ({why})")
 
     def _choose(self, limit: int, bucket, draft_cost):
         hi = min(self.draft_max, limit)
@@ -253,7 +361,9 @@ class DraftLengthController:
             if self.allow_zero and rate(0) >= rate(best):
                 return 0, f"plain ({why})"
             return best, why
-        vetoed = self._realised_says_plain(bucket)
+        # A drafter under a loss budget is held to its cumulative loss instead, which one
+        # unlucky window of rounds cannot move (a median of nine short rounds can).
+        vetoed = self.budget is None and self._realised_says_plain(bucket)
         if vetoed:
             why += "; but speculative rounds ran slower than plain ones (realised rates)"
         if self.allow_zero and (rate(0) >= rate(best) or vetoed):
@@ -293,5 +403,7 @@ class DraftLengthController:
         accept = ", ".join(f"{b or 'draft'} {self.acceptance(b):.2f}" for b in sorted(
             self._counts, key=str))
         parts.append(f"acceptance: {accept or 'prior ' + format(self.prior, '.2f')}")
+        if self.budget is not None:
+            parts.append(self.budget.describe())
         parts.append(f"last decision: {self.last_reason}")
         return "; ".join(parts)

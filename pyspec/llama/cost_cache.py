@@ -35,28 +35,32 @@ def cache_enabled() -> bool:
     return os.environ.get("PYSPEC_COST_CACHE", "").lower() not in ("0", "off", "no", "false")
 
 
-def cost_cache_file(llama) -> Optional[Path]:
-    """Where the batch-cost shape of this model and setup lives (None when the cache is off
-    or the model file is unknown)."""
-    if not cache_enabled():
-        return None
+def _model_key(llama) -> Optional[dict]:
     model = getattr(llama, "model_path", None)
     try:
         st = os.stat(model)
     except (TypeError, OSError):
         return None
+    return dict(model=os.path.realpath(model), size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def cost_cache_file(llama) -> Optional[Path]:
+    """Where the batch-cost shape of this model and setup lives (None when the cache is off
+    or the model file is unknown)."""
+    model = _model_key(llama) if cache_enabled() else None
+    if model is None:
+        return None
     import llama_cpp
 
     params = llama.context_params
-    key = dict(model=os.path.realpath(model), size=st.st_size, mtime_ns=st.st_mtime_ns,
-               n_threads=params.n_threads, n_threads_batch=params.n_threads_batch,
+    key = dict(model, n_threads=params.n_threads, n_threads_batch=params.n_threads_batch,
                n_batch=llama.n_batch, n_ubatch=params.n_ubatch,
                cpu=platform.processor() or platform.machine(), cpus=os.cpu_count(),
                llama_cpp=llama_cpp.__version__, format=FORMAT,
                # The build's kernels (AMX or not, repacking) shape the curve more than anything.
                build=_system_info(llama_cpp))
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    return cache_dir() / "costs" / f"{Path(model).stem}-{digest}.json"
+    return cache_dir() / "costs" / f"{Path(model['model']).stem}-{digest}.json"
 
 
 def _system_info(llama_cpp) -> str:
@@ -113,3 +117,44 @@ def save_ratios(path: Optional[Path], ratios: dict) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("pyspec: cannot write the cost cache %s: %s", path, exc)
+
+
+def drafter_cache_file(target_file: Optional[Path], draft_llama) -> Optional[Path]:
+    """Where what was learned about a draft model beside this target and setup lives (the
+    loss budget's balance, its costs): next to the target's cost file, keyed by the draft
+    model's file too."""
+    draft = _model_key(draft_llama)
+    if target_file is None or draft is None:
+        return None
+    digest = hashlib.sha256(json.dumps(draft, sort_keys=True).encode()).hexdigest()[:12]
+    return target_file.with_name(f"{target_file.stem}-draft-{digest}.json")
+
+
+def load_drafter_record(path: Optional[Path]) -> dict:
+    """The record, or {} (no file; an unreadable or implausible one, with one warning)."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        clean = {k: (None if record.get(k) is None else float(record[k]))
+                 for k in ("balance", "draft_cost_ratio", "catch_up_ratio_one",
+                           "catch_up_ratio_long", "speculative_gain", "speculative_rounds")}
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        log.warning("pyspec: ignoring the drafter record %s: %s", path, exc)
+        return {}
+    if any(v is not None and (not math.isfinite(v) or not -1e6 < v < 1e6) for v in clean.values()):
+        log.warning("pyspec: ignoring the drafter record %s: implausible values", path)
+        return {}
+    return {k: v for k, v in clean.items() if v is not None}
+
+
+def save_drafter_record(path: Optional[Path], record: dict) -> None:
+    if path is None or not record:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("pyspec: cannot write the drafter record %s: %s", path, exc)

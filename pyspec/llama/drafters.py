@@ -30,6 +30,8 @@ class Draft:
     seconds: float = 0.0  # time the drafter spent
     bucket: object = None  # groups drafts of similar reliability for the acceptance estimate
     steady_seconds: Optional[float] = None  # cost when drafting every round (default: seconds)
+    catch_up_tokens: int = 0  # tokens evaluated before drafting (a costly drafter's catch-up)
+    catch_up_seconds: float = 0.0
 
 
 class Drafter:
@@ -56,6 +58,11 @@ class Drafter:
         masses): those are verified from the rows' own samples, which the in-graph sampler
         gives; drafts drawn from a distribution need that distribution on the host."""
         return True
+
+    def catch_up_tokens(self, context) -> int:
+        """How many tokens of ``context`` a drafter must evaluate before it can draft (the
+        loss budget charges them to the round): 0 for drafters that keep no state."""
+        return 0
 
     def start_request(self) -> None:
         """Called when a generate call starts (before its first draft). A drafter whose
@@ -375,6 +382,16 @@ class DraftModel(Drafter):
         check_compatible(target, self.llama)
         self.target_vocab = target.n_vocab()
 
+    def catch_up_tokens(self, context) -> int:
+        context = context.tolist() if isinstance(context, np.ndarray) else list(context)
+        evaluated = self._evaluated
+        if context[:len(evaluated)] == evaluated:
+            return max(1, len(context) - len(evaluated))
+        common = 0
+        while common < min(len(context), len(evaluated)) and context[common] == evaluated[common]:
+            common += 1
+        return max(1, len(context) - common)
+
     def _release(self) -> None:
         """Tells llama-cpp-python that its cached state is not what it thinks (its own loop
         must re-evaluate if this Llama is also used directly)."""
@@ -387,10 +404,11 @@ class DraftModel(Drafter):
             self._reuse.removed_from(position)
             del self._evaluated[position:]
 
-    def _catch_up(self, context: list) -> None:
-        """Brings the KV cache to exactly `context`, evaluating only what it lacks. The first
-        catch-up of a request is remembered (start, last row), and the same context at the
-        start of a later request re-uses it instead of evaluating its last token alone."""
+    def _catch_up(self, context: list) -> int:
+        """Brings the KV cache to exactly `context`, evaluating only what it lacks; returns
+        how many tokens it evaluated. The first catch-up of a request is remembered (start,
+        last row), and the same context at the start of a later request re-uses it instead
+        of evaluating its last token alone."""
         common = 0
         limit = min(len(context), len(self._evaluated))
         while common < limit and context[common] == self._evaluated[common]:
@@ -402,7 +420,7 @@ class DraftModel(Drafter):
                 self._remove_from(len(context))
                 self._saved_row = repeat.row
                 self._last_row = repeat.row.ctypes.data
-                return
+                return 0
             start = self._reuse.keep(common, len(context))
         else:
             start = min(common, len(context) - 1)  # the last token is evaluated for its logits
@@ -419,6 +437,7 @@ class DraftModel(Drafter):
             self._saved_row = np.array(row, copy=True)
             self._last_row = self._saved_row.ctypes.data
             self._reuse.save(context, start, self._saved_row)
+        return len(todo)
 
     def _params(self, params: SamplingParams) -> SamplingParams:
         if params.greedy:  # probabilities are needed for p_min; the draft is the argmax
@@ -437,8 +456,7 @@ class DraftModel(Drafter):
         max_tokens = min(max_tokens, self.n_ctx - len(context) - 1)
         if max_tokens <= 0:
             return Draft([], None, time.perf_counter() - t0)
-        n_new = max(1, len(context) - len(self._evaluated))
-        self._catch_up(context)
+        n_new = self._catch_up(context)
         t_catch_up = time.perf_counter() - t0
         dparams = self._params(params)
         self._round += 1
@@ -476,5 +494,6 @@ class DraftModel(Drafter):
         elapsed = time.perf_counter() - t0
         # What drafting costs once the draft keeps pace (one catch-up token per round); a long
         # catch-up after plain rounds is not what more drafting would cost.
-        steady = t_catch_up / n_new + (elapsed - t_catch_up)
-        return Draft(tokens, sparse, elapsed, steady_seconds=steady)
+        steady = t_catch_up / max(n_new, 1) + (elapsed - t_catch_up)
+        return Draft(tokens, sparse, elapsed, steady_seconds=steady, catch_up_tokens=n_new,
+                     catch_up_seconds=t_catch_up)

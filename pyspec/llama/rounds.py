@@ -28,6 +28,9 @@ class Round:
     # catch-up; 0 for a free drafter, whose cost the controller does not model.
     drafter_tokens: int = 0
     drafter_seconds: float = 0.0
+    # Tokens a costly drafter evaluated before drafting (it had not seen them), and the time.
+    catch_up_tokens: int = 0
+    catch_up_seconds: float = 0.0
     round_seconds: float = 0.0    # the whole round, bookkeeping included
     # A plain round of a drafter that drafted anyway: whether its first draft token is the
     # token the round emitted (an acceptance observation for free); None otherwise.

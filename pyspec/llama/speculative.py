@@ -40,7 +40,8 @@ from ._decode import BatchDecoder
 from .adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
 from .completion_logprobs import check_n_top, completion_logprobs
 from .constrained_rows import RowConstraints
-from .cost_cache import cost_cache_file, load_ratios, save_ratios
+from .cost_cache import (cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios,
+                         save_drafter_record, save_ratios)
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .prefix_reuse import PrefixReuse
 from .grammar_state import GrammarState
@@ -175,6 +176,14 @@ class Speculation:
         cached = load_ratios(self._cost_file)
         if cached is not None:
             self.controller.use_cost_prior(cached, source=f"cache {self._cost_file.name}")
+        # A draft model: its cost before it has drafted, from the models' sizes (decoding
+        # one token reads every weight once), and what earlier processes learned about it
+        # beside this target (the loss budget's balance, its measured costs).
+        self._drafter_file = None
+        if isinstance(self.drafter, DraftModel):
+            self.controller.draft_cost_ratio = _size_ratio(self.drafter.llama, llama)
+            self._drafter_file = drafter_cache_file(self._cost_file, self.drafter.llama)
+            self.controller.use_drafter_record(load_drafter_record(self._drafter_file))
         self.sampling = sampling
         self._graph: Optional[GraphSampler] = None  # attached for the request under way
         self._first_output = 0  # batch index of the last decode's first output row
@@ -394,7 +403,7 @@ class Speculation:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
             k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
         else:
-            k = controller.choose(room)
+            k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
             draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
         return draft, min(k, len(draft.tokens))
 
@@ -547,6 +556,7 @@ class Speculation:
         if not self.drafter.free:  # a costly drafter's own cost per token is modelled
             r.drafter_tokens = len(draft.tokens)
             r.drafter_seconds = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
+            r.catch_up_tokens, r.catch_up_seconds = draft.catch_up_tokens, draft.catch_up_seconds
         if not plan.drafts and draft.tokens:  # a plain round: was its draft right?
             r.shadow_match = draft.tokens[0] == pending[0]
         self.controller.observe(r)
@@ -564,6 +574,7 @@ class Speculation:
         self._left_n_tokens = self.llama.n_tokens  # what the next request may find cached
         self.total.add(stats)
         save_ratios(self._cost_file, self.controller.costs.shape_to_save())
+        save_drafter_record(self._drafter_file, self.controller.drafter_record())
 
 
 @dataclass
@@ -832,6 +843,14 @@ class SpeculativeLlama(llama_cpp.Llama):
         # Every public method of Llama that reaches the freed model or context now raises.
         for name in _MODEL_METHODS:
             setattr(self, name, functools.partial(_raise_closed, name))
+
+
+def _size_ratio(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> Optional[float]:
+    """Draft model file size / target file size (None when either is unknown)."""
+    try:
+        return os.path.getsize(draft.model_path) / os.path.getsize(target.model_path)
+    except (TypeError, OSError, ZeroDivisionError):
+        return None
 
 
 def model_output_on_gpu(llama: llama_cpp.Llama) -> bool:

@@ -122,7 +122,7 @@ def cmd_rows(a) -> dict:
 def cmd_costs(a) -> dict:
     llama = _load(a.model, a.threads, not a.no_extra_bufts)
     decoder = _decoder(llama)
-    prompt = llama.tokenize(b"def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
+    prompt = llama.tokenize("def fibonacci(n):\n    # the n-th Fibonacci number\n".encode())
     prompt = (prompt * 8)[:64]
     sizes = [int(s) for s in a.sizes.split(",")]
     samples = {n: [] for n in sizes}

