@@ -402,7 +402,8 @@ def costly_drafter_table(run: Run) -> list:
     out = [run.measured_line(), "",
            f"Qwen2.5-Coder 1.5B, {e['max_tokens']} greedy tokens per request, decode tokens/s "
            "after the first token, each request run plain, with the 0.5B draft model and with "
-           "prompt lookup, then again in the opposite order (medians of 2); the objects live "
+           f"prompt lookup, then in the opposite order (A B C C B A, medians of {e.get('runs', 2)} runs); "
+           "the objects live "
            "through the run, the cost cache off (a fresh machine):", ""]
     rows, ratios = [], {"draft model": [], "lookup": []}
     for name, r in e["requests"].items():

@@ -20,7 +20,7 @@ from pyspec.testing.models import ensure_model
 
 SIZES = (1, 2, 3, 5, 9, 17)
 ROUNDS = 3
-MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m")
 
 pytestmark = pytest.mark.skipif(not amx_capable(cpu_flags()),
                                 reason="this CPU reports no AMX: there is one build only")

@@ -32,9 +32,9 @@ SUITES = {
               "verify rows sampled in llama.cpp's graph against the host path"),
     "logprobs": (["bench_logprobs.py"], 4.0,
                  "completion logprobs: llama-cpp-python's own against pyspec's (host, graph)"),
-    "llama-builds": (["bench_llama_builds.py"], 7.0,
+    "llama-builds": (["bench_llama_builds.py"], 9.0,
                      "batch costs and plain decoding, AMX build against the non-AMX build"),
-    "costly-drafter": (["bench_costly_drafter.py"], 12.0,
+    "costly-drafter": (["bench_costly_drafter.py"], 15.0,
                        "the 0.5B draft model and lookup against plain, demo + ShareGPT chats"),
 }
 

@@ -7,21 +7,22 @@ model call (llama.cpp issue #20824, fixed upstream after the llama.cpp that 0.3.
 So this module:
 
 1. derives the x86 instruction-set options from the CPU's own flags (``/proc/cpuinfo``) and
-   passes them explicitly with ``GGML_NATIVE=OFF`` and the three ``GGML_AMX_*`` options off:
-   the build uses every SIMD level the CPU has except AMX, and nothing it lacks (with
-   ``GGML_NATIVE=OFF`` ggml would otherwise switch AVX2, FMA, F16C and BMI2 on by default);
-   on other architectures llama.cpp's own defaults are kept (AMX is x86-only). With
-   ``--amx`` (AMX CPUs only) the AMX options are on instead, and the build is made from the
-   sdist with pyspec's fix to ggml's tile setup applied (``llama_amx_fix.py``), keyed and
-   recorded with the fix's version;
-2. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing the two
-   that bring the crash back (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
-3. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
+   passes them explicitly with ``GGML_NATIVE=OFF``: every SIMD level the CPU has and nothing
+   it lacks (with ``GGML_NATIVE=OFF`` ggml would otherwise switch AVX2, FMA, F16C and BMI2 on
+   by default); on other architectures llama.cpp's own defaults are kept (AMX is x86-only);
+2. on a CPU with AMX (``default_amx``; ``--no-amx`` says no, ``--amx`` insists) the AMX
+   options are on, and the build is made from the sdist with pyspec's fix to ggml's tile
+   setup applied (``llama_amx_fix.py``), keyed with the fix's version; elsewhere the three
+   ``GGML_AMX_*`` options are off;
+3. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing those that
+   bring the crash back without the fix (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
+4. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
    key hashes the version, the final CMake arguments, the Python tag and the machine: pip's
    own wheel cache keys a wheel by name and version only, so a wheel built earlier with other
    flags (a native one) would be reused silently;
-4. installs that wheel over whatever llama-cpp-python was there, and checks the result by
-   asking the installed library for its features (no ``AMX_INT8 = 1``).
+5. installs that wheel over whatever llama-cpp-python was there (not with ``--build-only``),
+   and checks the result by asking the installed library for its features (``AMX_INT8 = 1``
+   exactly when AMX was asked for).
 
 Run it as ``python3 -m pyspec install-llama`` (``--dry-run`` prints the plan).
 """

@@ -27,7 +27,8 @@ class UnsafeLlamaBuildError(RuntimeError):
 
 def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) -> str:
     """Why this build would crash on a CPU with these flags ('' when it would not).
-    ``fixed``: the build has pyspec's fix to the AMX tile setup (``install-llama --amx``)."""
+    ``fixed``: the build has pyspec's fix to the AMX tile setup (``install-llama`` on an AMX
+    CPU)."""
     if build_features(system_info).get("AMX_INT8") != "1" or fixed:
         return ""
     if not {"amx_int8", "amx_tile"} <= set(flags):

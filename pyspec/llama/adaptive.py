@@ -69,8 +69,8 @@ class WatchPolicy:
 # A free drafter (prompt lookup) drafts every round anyway: watched through its shadow.
 FREE_DRAFTER = WatchPolicy(shadowed=True, explore_every=16, probe_after_veto=True)
 # A costly drafter (a draft model) must catch up on every token of a plain stretch before it
-# can draft, so a probe costs more the longer it waited: probed rarely, and never again once
-# measured slower than plain.
+# can draft, so a probe costs more the longer it waited: probed rarely, and every round it
+# drafts must fit its loss budget (which, not a window of realised rates, stops a loser).
 COSTLY_DRAFTER = WatchPolicy(shadowed=False, explore_every=48, probe_after_veto=False,
                              loss_budget=True)
 

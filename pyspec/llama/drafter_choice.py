@@ -11,8 +11,10 @@ its speculative rounds gained (the loss budget's record), that realised gain dec
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Optional
 
 ASSUMED_ACCEPTANCE = 0.8  # a same-family draft on code and chat (measured 0.8-0.9 here)
 PAYS = 1.1                # predicted or realised speedup that makes the draft model the default
@@ -24,6 +26,16 @@ class Outlook:
     speedup: float   # predicted, or realised by an earlier run
     realised: bool
     why: str
+
+
+def size_ratio(draft_path, target_path) -> Optional[float]:
+    """Draft model file size / target file size (None when either is unknown): what a draft
+    token costs against a target token before it has been measured (a one-token decode reads
+    every weight once)."""
+    try:
+        return os.path.getsize(draft_path) / os.path.getsize(target_path)
+    except (TypeError, OSError, ZeroDivisionError):
+        return None
 
 
 def predicted_speedup(batch_ratio, draft_ratio: float, acceptance: float = ASSUMED_ACCEPTANCE,
@@ -42,7 +54,6 @@ def draft_model_outlook(spec, target_path: str, draft_path: str) -> Outlook:
     """What the draft model at ``draft_path`` is expected to gain beside ``spec``'s target
     (a Speculation of that target, whatever its drafter)."""
     from .cost_cache import drafter_cache_file, load_drafter_record
-    from .speculative import _size_ratio
 
     record = load_drafter_record(drafter_cache_file(spec._cost_file,
                                                     SimpleNamespace(model_path=draft_path)))
@@ -52,8 +63,7 @@ def draft_model_outlook(spec, target_path: str, draft_path: str) -> Outlook:
                        f"an earlier run's {int(record['speculative_rounds'])} speculative rounds "
                        f"with it ran at {gain:.2f}x plain decoding's speed on this machine")
     costs = spec.controller.costs
-    ratio = record.get("draft_cost_ratio") or _size_ratio(
-        SimpleNamespace(model_path=draft_path), SimpleNamespace(model_path=target_path)) or 1.0
+    ratio = record.get("draft_cost_ratio") or size_ratio(draft_path, target_path) or 1.0
     speedup, k = predicted_speedup(costs.prior, ratio)
     shape = "measured on this machine" if costs.prior_source.startswith("cache") else \
         "not measured here yet: the default curve"

@@ -42,6 +42,7 @@ from .completion_logprobs import check_n_top, completion_logprobs
 from .constrained_rows import RowConstraints
 from .cost_cache import (cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios,
                          save_drafter_record, save_ratios)
+from .drafter_choice import size_ratio
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
 from .prefix_reuse import PrefixReuse
 from .grammar_state import GrammarState
@@ -181,7 +182,8 @@ class Speculation:
         # beside this target (the loss budget's balance, its measured costs).
         self._drafter_file = None
         if isinstance(self.drafter, DraftModel):
-            self.controller.draft_cost_ratio = _size_ratio(self.drafter.llama, llama)
+            self.controller.draft_cost_ratio = size_ratio(self.drafter.llama.model_path,
+                                                         llama.model_path)
             self._drafter_file = drafter_cache_file(self._cost_file, self.drafter.llama)
             self.controller.use_drafter_record(load_drafter_record(self._drafter_file))
         self.sampling = sampling
@@ -843,14 +845,6 @@ class SpeculativeLlama(llama_cpp.Llama):
         # Every public method of Llama that reaches the freed model or context now raises.
         for name in _MODEL_METHODS:
             setattr(self, name, functools.partial(_raise_closed, name))
-
-
-def _size_ratio(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> Optional[float]:
-    """Draft model file size / target file size (None when either is unknown)."""
-    try:
-        return os.path.getsize(draft.model_path) / os.path.getsize(target.model_path)
-    except (TypeError, OSError, ZeroDivisionError):
-        return None
 
 
 def model_output_on_gpu(llama: llama_cpp.Llama) -> bool:

@@ -44,3 +44,4 @@ def model_params(**fields):
             yield
         finally:
             low.llama_model_default_params = original
+
