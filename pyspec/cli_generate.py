@@ -218,7 +218,7 @@ class AutoDraft:
     path: str
 
 
-def _choose_drafter(llm, target: str, auto: AutoDraft, args, build):
+def _choose_drafter(llm, target: str, auto: AutoDraft, build):
     """The lookup-drafted ``llm``, or a new one with the draft model if that pays here."""
     from .llama.drafter_choice import draft_model_outlook
 
@@ -283,7 +283,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         try:
             llm = build("lookup" if isinstance(draft, AutoDraft) else draft)
             if isinstance(draft, AutoDraft):
-                llm = _choose_drafter(llm, target, draft, args, build)
+                llm = _choose_drafter(llm, target, draft, build)
         except GraphSamplerUnavailable as exc:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2

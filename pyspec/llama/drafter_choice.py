@@ -67,7 +67,10 @@ def draft_model_outlook(spec, target_path: str, draft_path: str) -> Outlook:
     speedup, k = predicted_speedup(costs.prior, ratio)
     shape = "measured on this machine" if costs.prior_source.startswith("cache") else \
         "not measured here yet: the default curve"
-    why = (f"predicted {speedup:.2f}x plain at k={k}: a verify pass of {k + 1} tokens costs "
-           f"{costs.prior(k + 1):.2f}x one token ({shape}), a draft token {ratio:.2f}x a "
-           f"target token, acceptance {ASSUMED_ACCEPTANCE:.2f} assumed")
+    shown = k or 4  # with no gain at any length, the costs of a draft of 4 say why
+    verdict = (f"predicted {speedup:.2f}x plain at k={k}" if k else
+               "predicted no gain at any draft length")
+    why = (f"{verdict}: a verify pass of {shown + 1} tokens costs {costs.prior(shown + 1):.2f}x "
+           f"one token ({shape}), a draft token {ratio:.2f}x a target token, acceptance "
+           f"{ASSUMED_ACCEPTANCE:.2f} assumed")
     return Outlook(speedup >= PAYS, speedup, False, why)
