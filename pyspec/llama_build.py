@@ -381,7 +381,9 @@ def installed_amx_fix() -> int:
     none). Read from the library itself, so it holds whatever cache the wheel came from."""
     from .llama_amx_fix import fix_version_in
 
-    return max((fix_version_in(path) for path in installed_cpu_libraries()), default=0)
+    # The wheel carries the same library under several names (.so, .so.0, .so.0.x.y): the
+    # first that has the marker answers, so a fixed build is read once, not three times.
+    return next((v for v in map(fix_version_in, installed_cpu_libraries()) if v), 0)
 
 
 def default_amx(flags: frozenset | None = None, machine: str | None = None) -> bool:

@@ -382,15 +382,19 @@ class DraftModel(Drafter):
         check_compatible(target, self.llama)
         self.target_vocab = target.n_vocab()
 
-    def catch_up_tokens(self, context) -> int:
-        context = context.tolist() if isinstance(context, np.ndarray) else list(context)
+    def _common_prefix(self, context: list) -> int:
+        """How many leading tokens of ``context`` the draft's KV cache already holds."""
         evaluated = self._evaluated
         if context[:len(evaluated)] == evaluated:
-            return max(1, len(context) - len(evaluated))
-        common = 0
-        while common < min(len(context), len(evaluated)) and context[common] == evaluated[common]:
+            return len(evaluated)
+        common, limit = 0, min(len(context), len(evaluated))
+        while common < limit and context[common] == evaluated[common]:
             common += 1
-        return max(1, len(context) - common)
+        return common
+
+    def catch_up_tokens(self, context) -> int:
+        context = context.tolist() if isinstance(context, np.ndarray) else list(context)
+        return max(1, len(context) - self._common_prefix(context))
 
     def _release(self) -> None:
         """Tells llama-cpp-python that its cached state is not what it thinks (its own loop
@@ -409,10 +413,7 @@ class DraftModel(Drafter):
         how many tokens it evaluated. The first catch-up of a request is remembered (start,
         last row), and the same context at the start of a later request re-uses it instead
         of evaluating its last token alone."""
-        common = 0
-        limit = min(len(context), len(self._evaluated))
-        while common < limit and context[common] == self._evaluated[common]:
-            common += 1
+        common = self._common_prefix(context)
         first, self._first_of_request = self._first_of_request, False
         if first:
             repeat = self._reuse.repeat_of(context, common)
