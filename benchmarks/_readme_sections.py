@@ -420,6 +420,37 @@ def costly_drafter_table(run: Run) -> list:
     return out
 
 
+# --- free drafting against llama.cpp's C++ draftless modes (bench_draftless.py) ------------
+
+def draftless_table(run: Run) -> list:
+    e = run.one("bench_draftless_modes")["extra_info"]
+    modes = e["modes"]
+    out = [run.measured_line(), "",
+           f"Qwen2.5-Coder 1.5B, {e['threads']} threads, {e['max_tokens']} greedy tokens per request, "
+           "the same prompt text everywhere; decode tokens/s (geometric mean over the requests; "
+           "pyspec: after the first token, llama.cpp: as `llama-speculative-simple` reports it) "
+           "and whole-request seconds (prompt + decode, summed). `llama-bench` tg, llama.cpp's "
+           f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.", ""]
+    rows = []
+    for workload, s in e["summary"].items():
+        for m in modes:
+            acc = s["acceptance"][m]
+            rows.append((f"{workload} ({s['requests']})", m, f"{s['rate'][m]:.2f}",
+                         f"{s['rate'][m] / s['rate']['plain']:.2f}x", f"{s['seconds'][m]:.1f}",
+                         f"{100 * acc:.0f}%" if m != "plain" else ""))
+    out += _table(("workload (requests)", "mode", "decode tok/s", "over plain", "seconds",
+                   "accepted"), rows)
+    out.append("")
+    for workload, s in e["summary"].items():
+        best = max((m for m in modes if m.startswith("c++")), key=lambda m: s["rate"][m])
+        out.append(f"- {workload}: pyspec's lookup {s['rate']['lookup'] / s['rate'][best]:.2f}x "
+                   f"llama.cpp's best draftless mode ({best[4:]}) by the geometric means, "
+                   f"{s['lookup_over_best_cpp']:.2f}x per request against each request's best; "
+                   f"before the suffix index {s['rate']['lookup before'] / s['rate'][best]:.2f}x; "
+                   f"memory of earlier requests: {100 * s['memory_hit_rate']:.0f}% of its lookups hit.")
+    return out
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 def llama_build(run: Run) -> list:
@@ -454,4 +485,5 @@ SECTIONS = {
     "test-run": (("test-run",), test_run),
     "llama-builds-table": (("llama-builds",), llama_builds_table),
     "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
+    "draftless-table": (("draftless",), draftless_table),
 }

@@ -57,7 +57,7 @@ typedef enum pyspec_status {
     PYSPEC_ERR_LOGITS      = 5,  /* a logit is NaN or +inf, or a row is entirely -inf        */
     PYSPEC_ERR_DRAFT_PROBS = 6,  /* a draft probability is NaN, negative, > 1, or 0 at the drafted token */
     PYSPEC_ERR_DTYPE       = 7,  /* unknown element type                                     */
-    PYSPEC_ERR_NO_MEMORY   = 8,  /* allocation failed (only in pyspec_verifier_create)       */
+    PYSPEC_ERR_NO_MEMORY   = 8,  /* allocation failed (creating a verifier, growing a suffix index) */
     PYSPEC_ERR_CAPACITY    = 9,  /* the call needs more vocabulary or threads than the verifier was created for */
     PYSPEC_ERR_CUDA        = 10, /* a CUDA runtime call failed                               */
     PYSPEC_ERR_LLAMA       = 11  /* llama.cpp refused or failed (the in-graph sampler)       */
@@ -119,7 +119,10 @@ typedef struct pyspec_sampling_params {
 typedef enum pyspec_limits {
     PYSPEC_MAX_PENALTY_WINDOW = 8192,
     PYSPEC_MAX_PENALTY = 1000000,
-    PYSPEC_GRAPH_MAX_TOP = 64 /* top logprobs per row the in-graph sampler hands out */
+    PYSPEC_GRAPH_MAX_TOP = 64, /* top logprobs per row the in-graph sampler hands out */
+    PYSPEC_SUFFIX_MAX_MATCH = 64,        /* longest match a suffix index looks for */
+    PYSPEC_SUFFIX_MAX_OCCURRENCES = 256, /* occurrences one suffix-index draft weighs */
+    PYSPEC_SUFFIX_SEPARATOR = -1         /* the token that ends a document in a suffix index */
 } pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */
@@ -266,6 +269,63 @@ PYSPEC_API double pyspec_uniform_stream_at(uint64_t seed, int64_t position, int3
  * same streams. */
 PYSPEC_API void pyspec_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
                                      uint32_t out[4]);
+
+/* ---- Suffix index (drafting) ---------------------------------------------------------------
+ * The drafters' search: for the most recent tokens, the longest earlier match (up to
+ * max_match tokens) in an indexed sequence, and what followed each occurrence of it, with
+ * counts. Appending a token costs O(max_match), whatever the length; the sequence can be cut
+ * back to any length (the KV cache's rollback), which leaves exactly the index of the shorter
+ * sequence. PYSPEC_SUFFIX_SEPARATOR ends a document: no match and no draft crosses it (the
+ * memory of earlier requests holds one document per request). One index is used by one
+ * thread at a time. */
+typedef struct pyspec_suffix_index pyspec_suffix_index;
+
+/* What a draft came from. */
+typedef struct pyspec_suffix_draft {
+    int32_t n_tokens;      /* tokens drafted (0: no match of at least min_match tokens)     */
+    int32_t match_length;  /* length of the longest match found                              */
+    int32_t n_occurrences; /* its occurrences weighed (at most max_occurrences, latest first) */
+    int64_t source;        /* index of the first drafted token in the indexed sequence, in the
+                            * latest occurrence that agrees with the whole draft (-1: none) */
+} pyspec_suffix_draft;
+
+/* max_match in [1, PYSPEC_SUFFIX_MAX_MATCH]. */
+PYSPEC_API pyspec_status pyspec_suffix_index_create(int32_t max_match, pyspec_suffix_index **out,
+                                                    pyspec_error *err);
+
+/* NULL is allowed. */
+PYSPEC_API void pyspec_suffix_index_free(pyspec_suffix_index *index);
+
+/* Tokens indexed so far (0 for NULL). */
+PYSPEC_API int64_t pyspec_suffix_index_length(const pyspec_suffix_index *index);
+
+/* Appends n_tokens tokens (ids >= 0, or PYSPEC_SUFFIX_SEPARATOR). On any error the index is
+ * unchanged. */
+PYSPEC_API pyspec_status pyspec_suffix_index_append(pyspec_suffix_index *index,
+                                                    const int32_t *tokens, int64_t n_tokens,
+                                                    pyspec_error *err);
+
+/* Cuts the sequence back to its first `length` tokens (0 <= length <= current length). */
+PYSPEC_API pyspec_status pyspec_suffix_index_truncate(pyspec_suffix_index *index, int64_t length,
+                                                      pyspec_error *err);
+
+/* Copies tokens [start, start + n) of the indexed sequence into out. */
+PYSPEC_API pyspec_status pyspec_suffix_index_read(const pyspec_suffix_index *index, int64_t start,
+                                                  int64_t n, int32_t *out, pyspec_error *err);
+
+/* Drafts up to max_tokens tokens continuing `pattern` (the recent tokens, oldest first; ids
+ * >= 0). Finds the longest suffix of pattern, between min_match and max_match tokens, that
+ * occurs in the index with a follower, weighs its latest max_occurrences occurrences, and
+ * walks their continuations: at depth d the token that followed most of the occurrences that
+ * agree with the draft so far (ties: the latest occurrence's), out_counts[d] how many did,
+ * out_totals[d] how many had a follower at that depth (count / total estimates the token's
+ * chance given the draft before it). Stops where no agreeing occurrence goes on. */
+PYSPEC_API pyspec_status pyspec_suffix_index_draft(const pyspec_suffix_index *index,
+                                                   const int32_t *pattern, int64_t n_pattern,
+                                                   int32_t min_match, int32_t max_occurrences,
+                                                   int32_t max_tokens, int32_t *out_tokens,
+                                                   int32_t *out_counts, int32_t *out_totals,
+                                                   pyspec_suffix_draft *out, pyspec_error *err);
 
 /* ---- CUDA back end ------------------------------------------------------------------------
  * Present in every build; in a build without CUDA (pyspec_has_cuda() == 0) every function

@@ -36,6 +36,8 @@ SUITES = {
                      "batch costs and plain decoding, AMX build against the non-AMX build"),
     "costly-drafter": (["bench_costly_drafter.py"], 15.0,
                        "the 0.5B draft model and lookup against plain, demo + ShareGPT chats"),
+    "draftless": (["bench_draftless.py"], 55.0,
+                  "lookup before/after against llama.cpp's C++ draftless modes, chats + code edits"),
 }
 
 

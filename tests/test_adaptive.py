@@ -180,3 +180,31 @@ def test_a_speculative_round_is_charged_the_overhead_a_plain_round_does_not_pay(
     for _ in range(30):
         c.record_overhead(False, 1.0)  # plain rounds costlier than speculative ones: no credit
     assert c.overhead == 0.0
+
+
+def test_per_token_kinds_cut_a_draft_where_its_source_stops_agreeing():
+    # Tokens the occurrences agreed on always pass, split ones never: a draft of three agreed
+    # tokens then five split ones is cut after the third, though the draft's bucket as a
+    # whole passes most of its tokens (the one-rate model verifies nearly all eight).
+    from pyspec.llama.adaptive import FREE_DRAFTER
+
+    c = DraftLengthController(0, 8, watch=FREE_DRAFTER)
+    seed_costs(c, {n: 1.0 + 0.15 * (n - 1) for n in (1, 2, 3, 5, 9)})
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(8)
+    kinds = ["agreed"] * 3 + ["split"] * 5
+    for _ in range(40):
+        c.record_acceptance(8, 7, "copy")
+        c.record_token_kinds(["agreed"] * 6 + ["split"], 6, "copy")   # the split one failed
+        c.record_token_kinds(["split"], 0, "copy")
+    assert c.kind_acceptance("agreed", "copy") > 0.95 > 0.05 > c.kind_acceptance("split", "copy")
+    assert c.choose(8, "copy", draft_cost=0.0) >= 6            # one rate: draft (nearly) all
+    assert c.choose(8, "copy", draft_cost=0.0, kinds=kinds) == 3  # per token: cut
+    assert abs(c.last_expected - c.expected_tokens(3, "copy", kinds)) < 1e-12
+    assert 3.5 < c.last_expected < 4.0
+    # A plain round's shadow check teaches the first token's kind.
+    from pyspec.llama.rounds import Round
+
+    before = c.kind_acceptance("fresh", "copy")
+    c.observe(Round(bucket="copy", target_seconds=1.0, shadow_match=True, token_kinds=("fresh",)))
+    assert c.kind_acceptance("fresh", "copy") > before

@@ -1,7 +1,8 @@
 """pyspec's llama-cpp-python integration: speculative decoding on real GGUF models."""
 from .adaptive import DraftLengthController
 from .compat import VocabularyMismatchError, check_compatible
-from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
+from .drafters import CallableDrafter, Draft, Drafter, DraftModel
+from .lookup import PromptLookup
 from .speculative import (ClosedError, Speculation, SpeculativeLlama, enable_speculation,
                           sampling_params_for, unsupported_reason)
 from .stats import SpeculationStats

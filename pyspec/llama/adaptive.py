@@ -99,6 +99,10 @@ class DraftLengthController:
         self._round_overhead: dict = {}  # speculative (bool) -> seconds (EMA)
         self.prior = prior_acceptance
         self._counts: dict = {}  # bucket -> [successes, failures]
+        # Per drafted token, by its kind (Draft.token_kinds): accepted tokens are successes,
+        # the first rejected one a failure, those after it unobserved (censored).
+        self._kind_counts: dict = {}  # kind -> [successes, failures]
+        self.last_expected = 0.0  # tokens the last speculative choice predicted its round emits
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
         self._probing: dict = {}     # bucket -> length of the probe now being verified
@@ -129,6 +133,11 @@ class DraftLengthController:
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
         self.record_target(r.batch, r.target_seconds)
         self.record_acceptance(r.offered, r.accepted, r.bucket)
+        if r.token_kinds:
+            if r.speculative:
+                self.record_token_kinds(r.token_kinds[:r.verified], r.accepted, r.bucket)
+            elif r.shadow_match is not None and self.watch.shadowed:
+                self.record_token_kinds(r.token_kinds[:1], int(r.shadow_match), r.bucket)
         # The realised rate is the steady one: a long catch-up (the prompt, a plain stretch)
         # is a one-off cost, which the loss budget charges; it must not veto the drafter.
         one_off = r.catch_up_seconds if r.catch_up_tokens > 2 else 0.0
@@ -251,6 +260,26 @@ class DraftLengthController:
         counts[0] = counts[0] * decay + n_accepted
         counts[1] = counts[1] * decay + (1 if n_accepted < n_drafted else 0)
 
+    def _kind(self, kind, bucket):
+        if kind not in self._kind_counts:
+            a = self.acceptance(bucket)  # a new kind starts from its draft's bucket
+            self._kind_counts[kind] = [a * 2, (1 - a) * 2]
+        return self._kind_counts[kind]
+
+    def record_token_kinds(self, kinds, n_accepted: int, bucket=None) -> None:
+        """The fate of each verified draft token, by kind: the first n_accepted passed, the
+        next (if any) was rejected, the rest were never decided."""
+        decay = 1 - self.ema / 2
+        for i, kind in enumerate(kinds[:n_accepted + 1]):
+            counts = self._kind(kind, bucket)
+            counts[0] *= decay
+            counts[1] *= decay
+            counts[0 if i < n_accepted else 1] += 1
+
+    def kind_acceptance(self, kind, bucket=None) -> float:
+        s, f = self._kind(kind, bucket)
+        return s / (s + f + PESSIMISM)
+
     def new_request(self, weight: float = 4.0) -> None:
         """A new text: what was learned about acceptance on the last one is only a prior
         (how much of a text a drafter guesses depends on the text: a request that copies is
@@ -258,7 +287,7 @@ class DraftLengthController:
         down to `weight` observations, keeping their ratio, and its drafts restart short (the
         slow-start limit of 2), so the new text's first rejections count at once; measured
         costs are kept."""
-        for counts in self._counts.values():
+        for counts in [*self._counts.values(), *self._kind_counts.values()]:
             total = counts[0] + counts[1]
             if total > weight:
                 counts[0] *= weight / total
@@ -280,25 +309,37 @@ class DraftLengthController:
         """Seconds the target's forward pass over n tokens is believed to cost now."""
         return self.costs.predict(n)
 
-    def expected_tokens(self, k: int, bucket=None) -> float:
+    def expected_tokens(self, k: int, bucket=None, kinds=None) -> float:
+        """Tokens a round drafting k is expected to emit: with ``kinds`` (one per drafted
+        token) 1 + sum over j of the product of the first j tokens' acceptances; otherwise
+        the geometric model of one acceptance rate."""
+        if kinds:
+            total, alive = 1.0, 1.0
+            for kind in kinds[:k]:
+                alive *= min(self.kind_acceptance(kind, bucket), 0.999)
+                total += alive
+            return total
         a = min(self.acceptance(bucket), 0.999)
         return (1 - a ** (k + 1)) / (1 - a)
 
-    def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None) -> float:
+    def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None,
+             kinds=None) -> float:
         """Predicted tokens per second when drafting k (draft_cost: seconds per draft token;
-        0 for drafts already in hand)."""
+        0 for drafts already in hand; kinds: the drafted tokens' kinds, if known)."""
         per_token = self.draft_cost if draft_cost is None else draft_cost
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
-        return self.expected_tokens(k, bucket) / cost
+        return self.expected_tokens(k, bucket, kinds) / cost
 
     def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None,
-               catch_up: int = 0) -> int:
+               catch_up: int = 0, kinds=None) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
         drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
-        it drafts. ``last_reason`` says why."""
-        k, self.last_reason = self._choose(limit, bucket, draft_cost)
+        it drafts; ``kinds``: the kind of each draft in hand (Draft.token_kinds).
+        ``last_reason`` says why; ``last_expected`` the tokens the choice expects."""
+        k, self.last_reason = self._choose(limit, bucket, draft_cost, kinds)
         if k and self.budget is not None and draft_cost is None and not self.fixed:
             k, self.last_reason = self._within_budget(k, catch_up, self.last_reason)
+        self.last_expected = self.expected_tokens(k, bucket, kinds) if k else 1.0
         return k
 
     def drafter_record(self) -> dict:
@@ -343,7 +384,7 @@ class DraftLengthController:
         return 0, (f"plain: {budget.describe()} does not cover the worst case of a draft "
                    f"({1000 * worst:.0f} ms, {catch_up} tokens to catch up) ({why})")
 
-    def _choose(self, limit: int, bucket, draft_cost):
+    def _choose(self, limit: int, bucket, draft_cost, kinds=None):
         hi = min(self.draft_max, limit)
         if hi < self.draft_min:
             return 0, f"room for {limit} drafts, below draft_min {self.draft_min}"
@@ -353,10 +394,11 @@ class DraftLengthController:
         if self._warmup_plain > 0:
             self._warmup_plain -= 1
             return 0, "warm-up: measuring a one-token pass"
-        rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost)  # noqa: E731
+        rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost, kinds=kinds)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
-        why = (f"{bucket or 'draft'}: acceptance {self.acceptance(bucket):.2f}, best k={best} "
-               f"predicts {rate(best) / rate(0):.2f}x plain")
+        by = f"per token {self.kind_acceptance(kinds[0], bucket):.2f} first" if kinds else \
+            f"acceptance {self.acceptance(bucket):.2f}"
+        why = f"{bucket or 'draft'}: {by}, best k={best} predicts {rate(best) / rate(0):.2f}x plain"
         if self.watch.shadowed and draft_cost == 0.0:
             if self.allow_zero and rate(0) >= rate(best):
                 return 0, f"plain ({why})"
@@ -403,6 +445,10 @@ class DraftLengthController:
         accept = ", ".join(f"{b or 'draft'} {self.acceptance(b):.2f}" for b in sorted(
             self._counts, key=str))
         parts.append(f"acceptance: {accept or 'prior ' + format(self.prior, '.2f')}")
+        if self._kind_counts:
+            kinds = ", ".join(f"{kind} {self.kind_acceptance(kind):.2f}"
+                              for kind in sorted(self._kind_counts, key=str))
+            parts.append(f"per-token acceptance by kind: {kinds}")
         if self.budget is not None:
             parts.append(self.budget.describe())
         parts.append(f"last decision: {self.last_reason}")

@@ -32,6 +32,10 @@ class Draft:
     steady_seconds: Optional[float] = None  # cost when drafting every round (default: seconds)
     catch_up_tokens: int = 0  # tokens evaluated before drafting (a costly drafter's catch-up)
     catch_up_seconds: float = 0.0
+    # One kind per drafted token (where it came from, how well its source agreed): the cost
+    # model learns an acceptance per kind and predicts a draft's yield token by token.
+    # None: every token is of the draft's bucket.
+    token_kinds: Optional[list] = None
 
 
 class Drafter:
@@ -74,207 +78,12 @@ class Drafter:
         """``reproducible=True``: drafts as a fresh drafter would make them, whatever the
         earlier requests were (the default may reuse a cache when the request repeats)."""
 
+    def end_request(self, context) -> None:
+        """Called when a generate call ends, with its prompt and output (a drafter with a
+        memory of earlier requests stores them)."""
+
     def close(self) -> None:
         pass
-
-
-class PromptLookup(Drafter):
-    """N-gram lookup in the prompt and the output so far (prompt lookup decoding), made
-    variable-length, incremental and edit-aware.
-
-    - Lookup: the most recent earlier occurrence of the longest suffix of ``max_ngram`` down
-      to ``min_ngram`` tokens; its followers are the draft. An index n-gram -> latest end
-      grows with the context, so a call costs O(new tokens), not O(context).
-    - Copy cursor: once a draft is taken from somewhere, the output is followed along that
-      source token by token, so the next draft continues the copy instead of jumping to
-      whatever most recent place shares the last few tokens (which, in code, is often the
-      wrong line).
-    - Edits: when the output leaves the source (a renamed variable, say) and rejoins it a
-      few tokens later, the cursor re-anchors after the skipped source tokens and the pair
-      (source tokens -> output tokens) is remembered as a substitution that later drafts
-      apply: after the first rename, "total_price" in the source is drafted as "amount".
-      A substitution the output contradicts (the old tokens come out unchanged) is dropped.
-    """
-
-    name = "lookup"
-    free = True
-    COPY_RUN = 4  # tokens followed (or n-gram length) from which a draft counts as a copy
-
-    def __init__(self, max_ngram: int = 8, min_ngram: int = 1, *, resync_window: int = 24,
-                 max_edit: int = 8):
-        if not 1 <= min_ngram <= max_ngram:
-            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
-        if resync_window < 1 or max_edit < 1:
-            raise ValueError("resync_window and max_edit must be >= 1")
-        self.max_ngram, self.min_ngram = max_ngram, min_ngram
-        self.resync_window, self.max_edit = resync_window, max_edit
-        self._reset()
-
-    def start_request(self) -> None:
-        # Indexed afresh for every request (a few ms for a long prompt): copies and edits
-        # learned from an earlier request's output would make this request's drafts depend
-        # on what came before it.
-        self._reset()
-
-    def _reset(self):
-        self._tokens = np.zeros(0, dtype=np.int64)
-        self._list: list = []
-        self._index = [dict() for _ in range(self.max_ngram + 1)]  # [n]: ngram -> end
-        self._cursor = None     # (source index of the next expected token, pending sub tokens)
-        self._divergence = None  # (source index, output index, run) where the output left the copy
-        self._run = 0  # tokens the output has followed the current source for
-        self._subs: dict = {}   # first old token -> {old tuple: new tuple}
-
-    # ---- substitutions ---------------------------------------------------------------
-    def _sub_at(self, c: int):
-        """The (old, new) substitution whose old tokens start at source index c, if any
-        (longest first)."""
-        seq = self._list
-        for old, new in sorted(self._subs.get(seq[c], {}).items(), key=lambda kv: -len(kv[0])):
-            if tuple(seq[c:c + len(old)]) == old:
-                return old, new
-        return None
-
-    def _virtual(self, cursor, limit: int, stop: int) -> list:
-        """Up to `limit` tokens of the copy from `cursor` with substitutions applied, reading
-        the source only below index `stop`."""
-        c, pending = cursor
-        out = list(pending[:limit])
-        seq = self._list
-        while len(out) < limit and c < stop:
-            sub = self._sub_at(c)
-            if sub is not None and c + len(sub[0]) <= stop:
-                out.extend(sub[1][:limit - len(out)])
-                c += len(sub[0])
-            else:
-                out.append(seq[c])
-                c += 1
-        return out
-
-    # ---- following the output ----------------------------------------------------------
-    def _advance(self, j: int) -> None:
-        """Moves the copy cursor over output token seq[j], or records a divergence."""
-        seq, t = self._list, self._list[j]
-        c, pending = self._cursor
-        if pending:
-            if pending[0] == t:
-                self._cursor = (c, pending[1:])
-                self._run += 1
-                return
-        elif c < j:
-            sub = self._sub_at(c)
-            if sub is not None:
-                old, new = sub
-                if new and new[0] == t:
-                    self._cursor = (c + len(old), tuple(new[1:]))
-                    self._run += 1
-                    return
-                if t == old[0]:  # the output kept the old tokens: forget the substitution
-                    del self._subs[old[0]][old]
-            if seq[c] == t:
-                self._cursor = (c + 1, ())
-                self._divergence = None  # following a source again
-                self._run += 1
-                return
-        self._cursor = None
-        # A divergence still waiting to re-join keeps precedence over this one: the cursor
-        # that just failed may have been a stop-gap lookup taken while waiting.
-        if self._divergence is None and not pending and c < j:
-            self._divergence = (c, j, self._run)
-        self._run = 0
-
-    def _resync(self, j: int) -> None:
-        """After a divergence: if the output since then ends with tokens found just after the
-        divergence point in the source, follow the source from there and learn the edit."""
-        src, out, run = self._divergence
-        seq = self._list
-        if j - out > self.resync_window:
-            self._divergence = None
-            return
-        for n in (3, 2, 1):
-            first = j - n + 1  # the re-joining n-gram is seq[first:j+1]
-            if first < out or first == out and n == 1 and j == out:
-                continue  # the divergent token itself cannot be the re-join
-            gram = seq[first:j + 1]
-            for p in range(src, min(src + self.resync_window, first - n + 1)):
-                if seq[p:p + n] == gram:
-                    old, new = tuple(seq[src:p]), tuple(seq[out:first])
-                    if old and old != new and len(old) <= self.max_edit and len(new) <= self.max_edit:
-                        self._subs.setdefault(old[0], {})[old] = new
-                    self._cursor = (p + n, ())
-                    self._divergence = None
-                    self._run = run + n  # the copy that was left goes on
-                    return
-
-    def _sync(self, context) -> None:
-        ctx = np.asarray(context, dtype=np.int64)
-        old = self._tokens
-        if ctx.size < old.size or not np.array_equal(ctx[: old.size], old):
-            self._reset()  # a new or rewritten context: index it from scratch
-            old = self._tokens
-        new_tail = ctx[old.size:].tolist()
-        self._list.extend(new_tail)
-        seq = self._list
-        # An n-gram ending at `end` (exclusive) is indexed once its follower seq[end] exists;
-        # the context's own suffix (end == len) is what gets looked up.
-        for end in range(max(old.size, 1), len(seq)):
-            for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
-                self._index[n][tuple(seq[end - n:end])] = end
-        if old.size:  # follow the new output tokens (not a fresh prompt)
-            for j in range(old.size, len(seq)):
-                if self._cursor is not None:
-                    self._advance(j)
-                if self._cursor is None and self._divergence is not None:
-                    self._resync(j)
-        self._tokens = ctx
-
-    def _candidates(self, max_tokens: int):
-        """(cursor, run, tokens) in order of preference: the copy being followed, then the
-        latest occurrence of the longest suffix match, then of shorter ones."""
-        seq = self._list
-        if max_tokens <= 0:
-            return
-        if self._cursor is not None:
-            yield self._cursor, self._run, self._virtual(self._cursor, max_tokens, len(seq))
-        for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
-            end = self._index[n].get(tuple(seq[len(seq) - n:]))
-            if end is not None:
-                yield (end, ()), n, self._virtual((end, ()), max_tokens, len(seq))
-
-    def _take(self, cursor, run, out: list, t0: float) -> Draft:
-        if cursor is not self._cursor:  # a new source: follow it from here
-            self._cursor, self._run = cursor, run
-        # A copy the output has followed for a while (or a long n-gram match) passes far
-        # more often than a guess from a short match: the cost model keeps them apart.
-        bucket = ("copy" if self._run >= self.COPY_RUN else "guess") if out else None
-        return Draft(list(out), None, time.perf_counter() - t0, bucket)
-
-    def draft(self, context, max_tokens, params, position):
-        t0 = time.perf_counter()
-        self._sync(context)
-        for cursor, run, out in self._candidates(max_tokens):
-            if out:
-                return self._take(cursor, run, out, t0)
-        return Draft([], None, time.perf_counter() - t0, None)
-
-    def draft_constrained(self, context, max_tokens, params, position, allowed_run):
-        """The candidate the grammar allows furthest (the first such in order of
-        preference), cut where the grammar forbids it: when the copy being followed breaks
-        the grammar (a value copied into a field whose type forbids it), an older
-        occurrence of the same context may not."""
-        t0 = time.perf_counter()
-        self._sync(context)
-        best = None
-        for cursor, run, out in self._candidates(max_tokens):
-            n = allowed_run(out) if out else 0
-            if best is None or n > best[3]:
-                best = (cursor, run, out, n)
-            if out and n == len(out):
-                break
-        if best is None or best[3] == 0:
-            return Draft([], None, time.perf_counter() - t0, None)
-        cursor, run, out, n = best
-        return self._take(cursor, run, out[:n], t0)
 
 
 class CallableDrafter(Drafter):
@@ -498,3 +307,4 @@ class DraftModel(Drafter):
         steady = t_catch_up / max(n_new, 1) + (elapsed - t_catch_up)
         return Draft(tokens, sparse, elapsed, steady_seconds=steady, catch_up_tokens=n_new,
                      catch_up_seconds=t_catch_up)
+

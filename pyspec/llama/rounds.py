@@ -35,6 +35,10 @@ class Round:
     # A plain round of a drafter that drafted anyway: whether its first draft token is the
     # token the round emitted (an acceptance observation for free); None otherwise.
     shadow_match: Optional[bool] = None
+    # The kind of each offered draft token (Draft.token_kinds; empty: the bucket's), and the
+    # tokens the cost model expected the round to emit (0 for a plain round).
+    token_kinds: tuple = ()
+    predicted: float = 0.0
 
     @property
     def speculative(self) -> bool:

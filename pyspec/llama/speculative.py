@@ -43,7 +43,9 @@ from .constrained_rows import RowConstraints
 from .cost_cache import (cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios,
                          save_drafter_record, save_ratios)
 from .drafter_choice import size_ratio
-from .drafters import CallableDrafter, Draft, Drafter, DraftModel, PromptLookup
+from .drafters import CallableDrafter, Draft, Drafter, DraftModel
+from .lookup import PromptLookup
+from .request_memory import DEFAULT_MAX_TOKENS, RequestMemory
 from .prefix_reuse import PrefixReuse
 from .grammar_state import GrammarState
 from .graph_sampling import GraphSampler, graph_unavailable_reason, point_mass_result
@@ -92,6 +94,18 @@ def unsupported_reason(*, typical_p=1.0, mirostat_mode=0) -> str:
     return ""
 
 
+def memory_size(memory) -> int:
+    """Tokens the memory of earlier requests may hold: True is the default cap, False or 0
+    no memory, an int that many tokens."""
+    if memory is True:
+        return DEFAULT_MAX_TOKENS
+    if memory is False or memory is None:
+        return 0
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+        raise ValueError(f"memory must be True, False or a number of tokens >= 0, got {memory!r}")
+    return memory
+
+
 def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
     """A Drafter from what the user passed: None or "lookup", a GGUF path, a Llama, a
     llama-cpp-python LlamaDraftModel (or any callable ids -> ids), or a Drafter."""
@@ -119,8 +133,9 @@ class Speculation:
 
     def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                  draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True,
-                 sampling: str = "auto", reproducible: bool = False):
+                 sampling: str = "auto", reproducible: bool = False, memory=True):
         check_sampling_mode(sampling)
+        memory_tokens = memory_size(memory)
         if not 0 <= draft_min <= draft_max <= 64:
             raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
                              f"draft_max={draft_max}")
@@ -145,6 +160,12 @@ class Speculation:
         self.reproducible = bool(reproducible)
         self.drafter = make_drafter(draft, llama, draft_p_min)
         self.drafter.set_reproducible(self.reproducible)
+        # The memory of earlier requests makes a request's drafts depend on what came before
+        # it: only where nothing promises otherwise (adaptive lengths, not reproducible).
+        self.memory: Optional[RequestMemory] = None
+        if memory_tokens and adaptive and not self.reproducible and isinstance(self.drafter, PromptLookup):
+            self.memory = RequestMemory(memory_tokens)
+            self.drafter.use_memory(self.memory)
         watch = FREE_DRAFTER if self.drafter.free else COSTLY_DRAFTER
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
                                                 watch=watch)
@@ -403,7 +424,8 @@ class Speculation:
                                                   constraints.allowed_run)
             else:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
-            k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
+            k = (controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0,
+                                   kinds=draft.token_kinds) if draft.tokens else 0)
         else:
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
             draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
@@ -542,7 +564,8 @@ class Speculation:
         r = Round(bucket=plan.draft.bucket, offered=plan.n_offered, verified=len(plan.drafts),
                   accepted=result.n_accepted, emitted=result.n_accepted + 1, batch=len(batch),
                   target_seconds=t1 - t0, verify_seconds=time.perf_counter() - t1,
-                  draft_seconds=plan.draft.seconds)
+                  draft_seconds=plan.draft.seconds, token_kinds=tuple(plan.draft.token_kinds or ()),
+                  predicted=self.controller.last_expected if plan.drafts else 0.0)
         return result, addr, r
 
     def _roll_back(self, keep: int) -> None:
@@ -573,6 +596,11 @@ class Speculation:
             stats.processor_seconds += constraints.processor_seconds
             constraints.close()
         stats.cost_model = self.controller.describe()
+        self.drafter.end_request(req.context)
+        if self.memory is not None:
+            stats.memory_lookups = self.drafter.memory_lookups
+            stats.memory_hits = self.drafter.memory_hits
+            stats.memory_tokens = len(self.memory)
         self._left_n_tokens = self.llama.n_tokens  # what the next request may find cached
         self.total.add(stats)
         save_ratios(self._cost_file, self.controller.costs.shape_to_save())
@@ -757,7 +785,7 @@ def _fallback_reason(llama, typical_p, mirostat_mode, reset: bool = True) -> str
 def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
                        draft_min: int = 0, draft_p_min: float = 0.0,
                        adaptive: bool = True, sampling: str = "auto",
-                       reproducible: bool = False) -> Speculation:
+                       reproducible: bool = False, memory=True) -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
 
     It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
@@ -771,7 +799,7 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
     check_llama_build()  # the model is loaded, but its first call would crash
     spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
                        draft_p_min=draft_p_min, adaptive=adaptive, sampling=sampling,
-                       reproducible=reproducible)
+                       reproducible=reproducible, memory=memory)
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
     llama.create_completion = types.MethodType(_speculative_create_completion, llama)
@@ -801,14 +829,18 @@ class SpeculativeLlama(llama_cpp.Llama):
     are those a fresh object would compute, whatever the cache held (cached cells are kept
     only as whole n_batch chunks; see README "Seeds"); by default a seeded request repeated
     on the same object gives the same text, and one after other requests gives the same
-    distribution. Other keyword arguments go to ``llama_cpp.Llama``.
+    distribution. ``memory``: prompt lookup also searches the prompts and outputs of this
+    object's earlier requests (True: up to 65,536 tokens, oldest out; an int: that many;
+    False: off); only with adaptive lengths and not reproducible, whose promises a memory
+    would break. Other keyword arguments go to ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
     def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
                  draft_p_min: float = 0.0, adaptive: bool = True, sampling: str = "auto",
-                 reproducible: bool = False, **llama_kwargs):
+                 reproducible: bool = False, memory=True, **llama_kwargs):
         self._pyspec_closed = False
+        memory_size(memory)  # before the model loads
         check_llama_build()  # before the model loads: an AMX build would crash on this CPU
         check_llama_threads(llama_kwargs)
         if llama_kwargs.get("draft_model") is not None:
@@ -822,7 +854,7 @@ class SpeculativeLlama(llama_cpp.Llama):
         self.speculation = enable_speculation(self, draft, draft_max=draft_max,
                                               draft_min=draft_min, draft_p_min=draft_p_min,
                                               adaptive=adaptive, sampling=sampling,
-                                              reproducible=reproducible)
+                                              reproducible=reproducible, memory=memory)
 
     def __call__(self, *args, **kwargs):
         if getattr(self, "_pyspec_closed", False):

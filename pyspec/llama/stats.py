@@ -37,6 +37,14 @@ class SpeculationStats:
     grammar_rows: int = 0
     grammar_seconds: float = 0.0
     processor_seconds: float = 0.0
+    # Speculative rounds: the tokens the cost model expected them to emit, and what they did.
+    predicted_emitted: float = 0.0
+    speculative_emitted: int = 0
+    # The memory of earlier requests (lookup): drafts asked of it and given during this
+    # call, and the tokens it held at the end (0 with the memory off).
+    memory_lookups: int = 0
+    memory_hits: int = 0
+    memory_tokens: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -48,6 +56,16 @@ class SpeculationStats:
         (1 - a^(k+1)) / (1 - a) model of Leviathan et al. calls a."""
         n = self.accepted + self.rejected_steps
         return self.accepted / n if n else 0.0
+
+    @property
+    def realised_over_predicted(self) -> float:
+        """Tokens the speculative rounds emitted over what the cost model expected (1.0 is a
+        calibrated model; 0 when no round drafted)."""
+        return self.speculative_emitted / self.predicted_emitted if self.predicted_emitted else 0.0
+
+    @property
+    def memory_hit_rate(self) -> float:
+        return self.memory_hits / self.memory_lookups if self.memory_lookups else 0.0
 
     @property
     def tokens_per_verify_step(self) -> float:
@@ -71,6 +89,8 @@ class SpeculationStats:
             self.drafted += r.verified
             self.accepted += r.accepted
             self.rejected_steps += r.accepted < r.verified
+            self.predicted_emitted += r.predicted
+            self.speculative_emitted += r.emitted
         else:
             self.plain_steps += 1
 
@@ -79,7 +99,7 @@ class SpeculationStats:
             if f.name == "draft_lengths":
                 for k, n in other.draft_lengths.items():
                     self.draft_lengths[k] = self.draft_lengths.get(k, 0) + n
-            elif f.name in ("fallback_reason", "cost_model", "sampling"):
+            elif f.name in ("fallback_reason", "cost_model", "sampling", "memory_tokens"):
                 if getattr(other, f.name):
                     setattr(self, f.name, getattr(other, f.name))
             else:
@@ -89,7 +109,9 @@ class SpeculationStats:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["draft_lengths"] = dict(self.draft_lengths)
         d.update(acceptance_rate=self.acceptance_rate,
-                 tokens_per_verify_step=self.tokens_per_verify_step, effective_k=self.effective_k)
+                 tokens_per_verify_step=self.tokens_per_verify_step, effective_k=self.effective_k,
+                 realised_over_predicted=self.realised_over_predicted,
+                 memory_hit_rate=self.memory_hit_rate)
         return d
 
     def summary(self) -> str:
@@ -101,7 +123,12 @@ class SpeculationStats:
                 f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
                 f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
                 f"prompt {self.prompt_seconds:.3f}s"
-                + (f"; sampling {self.sampling}" if self.sampling else "") + self._constraint_summary())
+                + (f"; sampling {self.sampling}" if self.sampling else "")
+                + (f"; realised/predicted tokens {self.realised_over_predicted:.2f}"
+                   if self.predicted_emitted else "")
+                + (f"; memory {self.memory_tokens} tokens, {self.memory_hits}/{self.memory_lookups} "
+                   f"lookups hit" if self.memory_lookups else "")
+                + self._constraint_summary())
 
     def _constraint_summary(self) -> str:
         parts = []

@@ -4,7 +4,7 @@
 
 Every option of ``python -m llama_cpp.server`` works as there (``--n_ctx``, ``--chat_format``,
 ``--api_key``, ``--config_file`` ...), with per-model ``draft``, ``draft_max``, ``draft_min``,
-``draft_p_min``, ``adaptive`` and ``reproducible`` settings added (also as config-file keys). Needs the server's
+``draft_p_min``, ``adaptive``, ``reproducible`` and ``memory`` settings added (also as config-file keys). Needs the server's
 packages: ``pip install 'pyspec[server]'``.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_args_from_model(parser.add_argument_group("llama_cpp.server options"), SpeculativeSettings)
     parser.add_argument("--config_file", "--config", dest="config_file",
                         help="a JSON or YAML config file (llama_cpp.server's format; each model "
-                             "may set draft, draft_max, draft_min, draft_p_min, adaptive, reproducible)")
+                             "may set draft, draft_max, draft_min, draft_p_min, adaptive, reproducible, memory)")
     return parser
 
 

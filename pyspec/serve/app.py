@@ -42,7 +42,8 @@ def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
             f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
             f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
             f"n_ctx {llama.n_ctx()}"
-            + (", reproducible (cached cells kept as whole n_batch chunks)" if spec.reproducible else ""))
+            + (", reproducible (cached cells kept as whole n_batch chunks)" if spec.reproducible else "")
+            + (f", a memory of earlier requests ({spec.memory.max_tokens} tokens)" if spec.memory is not None else ""))
 
 
 class SpeculativeLlamaProxy(LlamaProxy):
@@ -60,7 +61,7 @@ class SpeculativeLlamaProxy(LlamaProxy):
                                draft_max=0 if none else settings.draft_max,
                                draft_min=0 if none else settings.draft_min,
                                draft_p_min=settings.draft_p_min, adaptive=settings.adaptive,
-                               reproducible=settings.reproducible)
+                               reproducible=settings.reproducible, memory=settings.memory)
         except BaseException:
             llama.close()
             raise

@@ -75,6 +75,13 @@ class Metrics:
             for phase in phases:
                 out_seconds.append(({"model": m, "phase": phase}, getattr(t, f"{phase}_seconds")))
         metric("seconds_total", "counter", "Seconds spent, by phase.", out_seconds)
+        metric("memory_lookups_total", "counter",
+               "Drafts asked of the memory of earlier requests.",
+               per_model(lambda n, t: t.memory_lookups))
+        metric("memory_hits_total", "counter", "Drafts the memory of earlier requests gave.",
+               per_model(lambda n, t: t.memory_hits))
+        metric("memory_tokens", "gauge", "Tokens the memory of earlier requests holds.",
+               per_model(lambda n, t: t.memory_tokens))
         metric("acceptance_ratio", "gauge", "Accepted over drafted tokens.",
                per_model(lambda n, t: t.acceptance_rate))
 

@@ -35,6 +35,11 @@ class SpeculativeModelSettings(ModelSettings):
                     "requests left in the cache (cached cells are kept only as whole n_batch "
                     "chunks): with a seed and adaptive off, a request then gives the same "
                     "text whatever came before it. Off: a repeated request still repeats.")
+    memory: int = Field(
+        default=65536, ge=0,
+        description="Tokens of earlier requests (prompts and answers, oldest out) that prompt "
+                    "lookup also searches for drafts; 0 turns the memory off. Only with "
+                    "adaptive on and reproducible off.")
     logits_all: bool = Field(
         default=False,
         description="Keep every token's logits (llama-cpp-python's way to answer logprobs); not "

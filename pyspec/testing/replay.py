@@ -24,7 +24,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..llama.adaptive import FREE_DRAFTER, DraftLengthController
-from ..llama.drafters import PromptLookup
+from ..llama.lookup import PromptLookup
 from ..llama.rounds import Round
 from ..llama.stats import SpeculationStats
 

@@ -13,7 +13,7 @@
  *
  * The tests live in one file per subject (test_rng.c, test_errors.c, test_logits.c,
  * test_distribution.c, test_draft_probs.c, test_verify.c, test_exactness.c,
- * test_penalties.c, test_cuda_api.c, test_logprobs.c) and share test_util.h. They run as one executable, in
+ * test_penalties.c, test_cuda_api.c, test_logprobs.c, test_suffix_index.c) and share test_util.h. They run as one executable, in
  * the order below: the groups draw from one PRNG stream, so the order fixes every random
  * case.
  */
@@ -48,6 +48,8 @@ int main(void) {
         { "CUDA entry points", test_cuda_entry_points },
         { "row logprobs", test_row_logprobs },
         { "row logprobs errors", test_row_logprobs_errors },
+        { "suffix index against brute force", test_suffix_index_random },
+        { "suffix index errors", test_suffix_index_errors },
     };
     printf("pyspec %s, SIMD path %s\n", pyspec_version(), pyspec_simd_name());
     const double start = wall_seconds();

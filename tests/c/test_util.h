@@ -167,5 +167,7 @@ void test_penalties_random(void);               /* test_penalties.c             
 void test_cuda_entry_points(void);              /* test_cuda_api.c                         */
 void test_row_logprobs(void);                   /* test_logprobs.c                         */
 void test_row_logprobs_errors(void);
+void test_suffix_index_random(void);           /* test_suffix_index.c                     */
+void test_suffix_index_errors(void);
 
 #endif /* PYSPEC_TEST_UTIL_H */

@@ -1,0 +1,144 @@
+"""llama.cpp's own C++ tools (``llama-speculative-simple``, ``llama-bench``), the fair peer.
+
+Built from the llama.cpp sources vendored in the llama-cpp-python sdist the installed wheel
+was built from, with the very CMake arguments ``pyspec install-llama`` gave that wheel (and
+pyspec's AMX fix when the build has AMX): the same kernels as the Python side, so a speed
+difference is the loops', not the builds'. Cached under ``~/.cache/pyspec/llama-tools/<key>``.
+
+    python benchmarks/_llama_cpp_tools.py        # builds (about 6 minutes on 2 cores), prints the path
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from pyspec import llama_build
+from pyspec.cache import cache_dir as cache_root
+
+TARGETS = ("llama-speculative-simple", "llama-bench")
+
+
+class ToolsUnavailable(RuntimeError):
+    pass
+
+
+def _cmake_args() -> list:
+    build = llama_build.installed_build()
+    if build is None:
+        raise ToolsUnavailable("the installed llama-cpp-python was not built by `pyspec install-llama`: "
+                               "its CMake arguments are unknown, so the C++ peer could not match them")
+    return list(build["cmake_args"])
+
+
+def tools_dir(cmake_args: list) -> Path:
+    key = hashlib.sha256(json.dumps({"args": cmake_args, "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
+                                     "targets": TARGETS}).encode()).hexdigest()[:16]
+    return cache_root() / "llama-tools" / f"llama.cpp-{llama_build.LLAMA_CPP_PYTHON_VERSION}-{key}"
+
+
+def binary(directory: Path, name: str) -> Path:
+    return directory / "build" / "bin" / name
+
+
+def _log(message: str) -> None:
+    print(f"llama-tools: {message}", file=sys.stderr, flush=True)
+
+
+def _source(directory: Path, amx: bool) -> Path:
+    sdists = sorted((cache_root() / "llama-build" / f"sdist-{llama_build.LLAMA_CPP_PYTHON_VERSION}")
+                    .glob("llama_cpp_python-*.tar.gz"))
+    if not sdists:
+        llama_build._patched_source(directory / "scratch")  # downloads the sdist once
+        shutil.rmtree(directory / "scratch", ignore_errors=True)
+        return _source(directory, amx)
+    src = directory / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    with tarfile.open(sdists[-1]) as tar:
+        tar.extractall(src, filter="data")
+    tree = next(src.iterdir())
+    if amx:
+        from pyspec.llama_amx_fix import apply_to_tree
+
+        apply_to_tree(tree)
+    return tree / "vendor" / "llama.cpp"
+
+
+def ensure_tools(*, quiet: bool = False) -> Path:
+    """The directory holding the built tools; builds them the first time."""
+    cmake_args = _cmake_args()
+    directory = tools_dir(cmake_args)
+    if all(binary(directory, t).exists() for t in TARGETS):
+        return directory
+    if shutil.which("cmake") is None:
+        raise ToolsUnavailable("cmake is not on PATH")
+    directory.mkdir(parents=True, exist_ok=True)
+    amx = llama_build.amx_enabled(cmake_args)
+    tree = _source(directory, amx)
+    build = directory / "build"
+    configure = ["cmake", "-S", str(tree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                 "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                 "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=OFF",
+                 *cmake_args]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    _log(f"building {', '.join(TARGETS)} from the vendored sources with {' '.join(cmake_args)}")
+    for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2),
+                            "--target", *TARGETS]):
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL if quiet else sys.stderr,
+                              stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            raise ToolsUnavailable(f"failed ({done.returncode}): {' '.join(cmd)}")
+    (directory / "tools.json").write_text(json.dumps({"cmake_args": cmake_args, "amx_fix": amx}, indent=1))
+    shutil.rmtree(directory / "src", ignore_errors=True)
+    return directory
+
+
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_ENCODED = re.compile(r"encoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_COUNT = re.compile(r"^(n_drafted|n_accept|n_predict)\s*=\s*(\d+)", re.M)
+
+
+def run_speculative(tools: Path, model: str, prompt_text: str, spec_type: str, *, n_predict: int,
+                    threads: int, n_ctx: int = 4096, extra=(), workdir: Path) -> dict:
+    """One greedy generation by llama-speculative-simple: decode tokens/s (its own count:
+    every generated token over the loop's time), prompt tokens and time, drafted and
+    accepted tokens, and the text. ``prompt_text`` is written to a file with one more
+    newline than it ends with: the tool's -f drops one."""
+    prompt_file = workdir / "prompt.txt"
+    prompt_file.write_text(prompt_text + "\n")
+    cmd = [str(binary(tools, "llama-speculative-simple")), "-m", model, "-f", str(prompt_file),
+           "-n", str(n_predict), "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads),
+           "--temp", "0", "-s", "0", "--spec-type", spec_type, *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    log = done.stdout + done.stderr
+    decoded, encoded = _DECODED.search(log), _ENCODED.search(log)
+    if done.returncode != 0 or decoded is None or encoded is None:
+        raise ToolsUnavailable(f"{' '.join(cmd)} failed ({done.returncode}):\n{log[-2000:]}")
+    counts = {k: int(v) for k, v in _COUNT.findall(log)}
+    n, seconds = int(decoded.group(1)), float(decoded.group(2))
+    return {"rate": n / seconds if seconds else 0.0, "tokens": n, "decode_seconds": seconds,
+            "prompt_tokens": int(encoded.group(1)), "prompt_seconds": float(encoded.group(2)),
+            "seconds": seconds + float(encoded.group(2)), "drafted": counts.get("n_drafted", 0),
+            "accepted": counts.get("n_accept", 0), "text": done.stdout}
+
+
+def bench_tg(tools: Path, model: str, *, n_gen: int, threads: int, repetitions: int = 3) -> float:
+    """llama-bench's text-generation rate (tokens/s, its mean over ``repetitions``)."""
+    cmd = [str(binary(tools, "llama-bench")), "-m", model, "-p", "0", "-n", str(n_gen),
+           "-t", str(threads), "-r", str(repetitions), "-o", "json"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ToolsUnavailable(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-1500:]}")
+    rows = json.loads(done.stdout)
+    return float(rows[0]["avg_ts"])
+
+
+if __name__ == "__main__":
+    print(ensure_tools())

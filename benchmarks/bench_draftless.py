@@ -1,0 +1,149 @@
+"""pyspec's free drafting against every draftless mode of llama.cpp's own C++ loop, on real
+chats (ShareGPT, benchmarks/_sharegpt.py) and a code-editing workload (benchmarks/_code_edits.py).
+
+Qwen2.5-Coder 1.5B, greedy, the same prompt text for every mode (the chat template rendered
+once, as llama-cpp-python renders it). Per request:
+
+- llama-cpp-python plain (``llama_cpp.Llama``), pyspec's lookup before the suffix index
+  (``_lookup_before.py``), and pyspec's lookup now (with the memory of earlier requests):
+  decode tokens/s after the first token, and whole-request time (prompt included);
+- llama.cpp's ``llama-speculative-simple`` (built from the sources vendored in the
+  llama-cpp-python sdist with the installed wheel's CMake arguments: ``_llama_cpp_tools.py``)
+  with each draftless type at its defaults: decode tokens/s as it reports them, and prompt
+  + decode time (model loading left out);
+- ``llama-bench`` tg once per run: the C++ plain decode rate (the tool has no plain mode:
+  ``--spec-type none`` refuses to start).
+
+Modes run in turn, in the opposite order for every other request, so a drifting load hits
+all. The Python objects live through the whole run (a server's life): the memory fills with
+the earlier requests, never the request itself. Results go to the JSON's extra_info; the
+README table is generated from it (``readme_tables.py``).
+
+    pyspec bench draftless      # or: pytest benchmarks/bench_draftless.py (PYSPEC_BENCH_CHATS=24)
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
+MAX_TOKENS = 96
+THREADS = 2
+CPP_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+
+
+def render_chat(llm, messages) -> str:
+    """The prompt text llama-cpp-python's create_chat_completion gives the model."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos_id, bos_id = llm.token_eos(), llm.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=llm.metadata["tokenizer.chat_template"],
+        eos_token=llm._model.token_get_text(eos_id) if eos_id != -1 else "",
+        bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "")
+    return formatter(messages=messages).prompt
+
+
+def run_python(llm, prompt_ids: list) -> dict:
+    stamps = []
+    spec = getattr(llm, "speculation", None)
+    last = spec.last if spec is not None else None
+    t0 = time.perf_counter()
+    for tok in llm.generate(prompt_ids, temp=0.0):
+        stamps.append(time.perf_counter())
+        if len(stamps) == MAX_TOKENS or llm.token_eos() == tok:
+            break
+    total = time.perf_counter() - t0
+    out = {"rate": (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0,
+           "seconds": total, "tokens": len(stamps)}
+    if spec is not None:
+        assert spec.last is not last, "the speculative object decoded without pyspec's loop"
+        stats = spec.last
+        out.update(drafted=stats.drafted, accepted=stats.accepted,
+                   memory_hits=stats.memory_hits, memory_lookups=stats.memory_lookups,
+                   realised_over_predicted=stats.realised_over_predicted)
+    return out
+
+
+def _geo(values):
+    values = [v for v in values if v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else 0.0
+
+
+def bench_draftless_modes(benchmark, monkeypatch):
+    import llama_cpp
+
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.testing.models import ensure_model
+
+    from _code_edits import requests as code_requests
+    from _llama_cpp_tools import bench_tg, ensure_tools, run_speculative
+    from _lookup_before import PromptLookupBefore
+    from _sharegpt import chat_requests
+
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "off")  # every run starts as a fresh machine
+    tools = ensure_tools()
+    target = str(ensure_model("qwen2.5-coder-1.5b"))
+    common = dict(n_ctx=4096, n_threads=THREADS, verbose=False)
+    plain = llama_cpp.Llama(model_path=target, **common)
+    python_modes = {"plain": plain,
+                    "lookup before": SpeculativeLlama(target, draft=PromptLookupBefore(), memory=False,
+                                                      **common),
+                    "lookup": SpeculativeLlama(target, draft="lookup", **common)}
+    workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
+    workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
+    modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
+    rows = []
+    workdir = Path(tempfile.mkdtemp(prefix="pyspec-draftless-"))
+
+    def run_all():
+        for i, (workload, rid, messages) in enumerate(workloads):
+            text = render_chat(plain, messages)
+            ids = plain.tokenize(text.encode(), add_bos=True, special=True)
+            row = {"workload": workload, "id": rid, "prompt_tokens": len(ids)}
+            for mode in (modes if i % 2 == 0 else modes[::-1]):
+                if mode.startswith("c++ "):
+                    got = run_speculative(tools, target, text, mode[4:], n_predict=MAX_TOKENS,
+                                          threads=THREADS, workdir=workdir)
+                    assert got["prompt_tokens"] == len(ids), (
+                        f"{rid}: llama.cpp saw {got['prompt_tokens']} prompt tokens, we {len(ids)}")
+                    got.pop("text")
+                else:
+                    got = run_python(python_modes[mode], ids)
+                row[mode] = got
+            rows.append(row)
+            print(f"\n{workload} {rid} ({len(ids)} tokens): " + ", ".join(
+                f"{m} {row[m]['rate']:.1f}" for m in modes), flush=True)
+        return rows
+
+    benchmark.pedantic(run_all, rounds=1, iterations=1)
+    tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
+    summary = {}
+    for workload in dict.fromkeys(w for w, _, _ in workloads):
+        mine = [r for r in rows if r["workload"] == workload]
+        summary[workload] = {
+            "requests": len(mine),
+            "rate": {m: _geo([r[m]["rate"] for r in mine]) for m in modes},
+            "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in modes},
+            "acceptance": {m: (sum(r[m].get("accepted", 0) for r in mine)
+                               / max(sum(r[m].get("drafted", 0) for r in mine), 1)) for m in modes},
+            "memory_hit_rate": (sum(r["lookup"]["memory_hits"] for r in mine)
+                                / max(sum(r["lookup"]["memory_lookups"] for r in mine), 1)),
+            "lookup_over_best_cpp": _geo([r["lookup"]["rate"] / max(r[f"c++ {t}"]["rate"] for t in CPP_TYPES)
+                                          for r in mine]),
+        }
+    for m in (python_modes["lookup before"], python_modes["lookup"]):
+        m.close()
+    plain.close()
+    benchmark.extra_info.update(llama_bench_tg=tg, max_tokens=MAX_TOKENS,
+                                threads=THREADS, modes=modes, rows=rows, summary=summary)
+    for workload, s in summary.items():
+        print(f"\n{workload}: " + ", ".join(f"{m} {v:.2f}" for m, v in s["rate"].items())
+              + f"; lookup / best C++ draftless {s['lookup_over_best_cpp']:.2f}x; "
+              f"memory hit rate {s['memory_hit_rate']:.2f}; llama-bench tg {tg:.2f}")
+    assert np.isfinite(tg)

@@ -1,0 +1,291 @@
+"""Prompt lookup: drafts copied from the request's own tokens and from earlier requests.
+
+The search is libpyspec's suffix index (``pyspec.suffix_index``, ``csrc/suffix_index.c``):
+the longest earlier match of the recent tokens, and the continuation most of its
+occurrences agree on, with counts. Around it, what a copy needs that a search alone does
+not give (measured on code edits, tests/test_lookup.py):
+
+- a copy cursor: once a draft is taken from somewhere, the output is followed along that
+  source token by token, so the next draft continues the copy instead of jumping to
+  whatever place shares the last few tokens (which, in code, is often the wrong line);
+- edits: when the output leaves the source (a renamed variable) and rejoins it a few tokens
+  later, the cursor re-anchors after the skipped source tokens and the pair (source tokens
+  -> output tokens) becomes a substitution that later drafts apply: after the first rename,
+  "total_price" in the source is drafted as "amount". A substitution the output contradicts
+  (the old tokens come out unchanged) is dropped;
+- a memory of earlier requests (``request_memory.RequestMemory``), searched when the
+  request's own tokens have no match or a shorter one.
+
+Every drafted token carries a kind (``Draft.token_kinds``): where it came from (the copy
+being followed, the request's own tokens, the memory), how long the match was, and how well
+the occurrences agreed on it (one occurrence, all of several, a majority, a split). The
+cost model learns an acceptance per kind and predicts a draft's yield token by token.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from ..suffix_index import SuffixIndex
+from .drafters import Draft, Drafter
+from .request_memory import RequestMemory
+
+
+def agreement(count: int, total: int) -> str:
+    """How the occurrences of a match agreed on a drafted token."""
+    if total <= 1:
+        return "single"
+    if count == total:
+        return "unanimous"
+    return "majority" if 2 * count > total else "split"
+
+
+class PromptLookup(Drafter):
+    name = "lookup"
+    free = True
+    COPY_RUN = 4  # tokens followed (or match length) from which a draft counts as a copy
+
+    def __init__(self, max_ngram: int = 8, min_ngram: int = 1, *, resync_window: int = 24,
+                 max_edit: int = 8, max_occurrences: int = 32):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        if resync_window < 1 or max_edit < 1:
+            raise ValueError("resync_window and max_edit must be >= 1")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.resync_window, self.max_edit = resync_window, max_edit
+        self.max_occurrences = max_occurrences
+        self.memory: Optional[RequestMemory] = None
+        self.memory_lookups = self.memory_hits = 0  # of the request under way
+        self._reset()
+
+    # ---- requests ----------------------------------------------------------------------
+    def use_memory(self, memory: Optional[RequestMemory]) -> None:
+        """Searches ``memory`` after the request's own tokens, and stores every finished
+        request in it (None: no memory)."""
+        self.memory = memory
+
+    def start_request(self) -> None:
+        # Copies and edits learned from an earlier request's output stay out of this one's
+        # own drafts (the memory, when on, is where earlier requests are searched).
+        self._reset()
+        self.memory_lookups = self.memory_hits = 0
+
+    def end_request(self, context) -> None:
+        if self.memory is not None:
+            self.memory.add(context)
+
+    def set_reproducible(self, on: bool) -> None:
+        if on:  # drafts as a fresh drafter would make them: nothing from earlier requests
+            self.memory = None
+
+    def _reset(self):
+        self._index = SuffixIndex(self.max_ngram)
+        self._list: list = []
+        self._forget_copy()
+        self._subs: dict = {}   # first old token -> {old tuple: new tuple}
+
+    def _forget_copy(self):
+        self._cursor = None     # (source index of the next expected token, pending sub tokens)
+        self._divergence = None  # (source index, output index, run) where the output left the copy
+        self._run = 0  # tokens the output has followed the current source for
+
+    # ---- substitutions ---------------------------------------------------------------
+    def _sub_at(self, c: int):
+        """The (old, new) substitution whose old tokens start at source index c, if any
+        (longest first)."""
+        seq = self._list
+        for old, new in sorted(self._subs.get(seq[c], {}).items(), key=lambda kv: -len(kv[0])):
+            if tuple(seq[c:c + len(old)]) == old:
+                return old, new
+        return None
+
+    def _virtual(self, cursor, limit: int, stop: int) -> list:
+        """Up to `limit` tokens of the copy from `cursor` with substitutions applied, reading
+        the source only below index `stop`."""
+        c, pending = cursor
+        out = list(pending[:limit])
+        seq = self._list
+        while len(out) < limit and c < stop:
+            sub = self._sub_at(c) if self._subs else None
+            if sub is not None and c + len(sub[0]) <= stop:
+                out.extend(sub[1][:limit - len(out)])
+                c += len(sub[0])
+            else:
+                out.append(seq[c])
+                c += 1
+        return out
+
+    # ---- following the output ----------------------------------------------------------
+    def _advance(self, j: int) -> None:
+        """Moves the copy cursor over output token seq[j], or records a divergence."""
+        seq, t = self._list, self._list[j]
+        c, pending = self._cursor
+        if pending:
+            if pending[0] == t:
+                self._cursor = (c, pending[1:])
+                self._run += 1
+                return
+        elif c < j:
+            sub = self._sub_at(c) if self._subs else None
+            if sub is not None:
+                old, new = sub
+                if new and new[0] == t:
+                    self._cursor = (c + len(old), tuple(new[1:]))
+                    self._run += 1
+                    return
+                if t == old[0]:  # the output kept the old tokens: forget the substitution
+                    del self._subs[old[0]][old]
+            if seq[c] == t:
+                self._cursor = (c + 1, ())
+                self._divergence = None  # following a source again
+                self._run += 1
+                return
+        self._cursor = None
+        # A divergence still waiting to re-join keeps precedence over this one: the cursor
+        # that just failed may have been a stop-gap lookup taken while waiting.
+        if self._divergence is None and not pending and c < j:
+            self._divergence = (c, j, self._run)
+        self._run = 0
+
+    def _resync(self, j: int) -> None:
+        """After a divergence: if the output since then ends with tokens found just after the
+        divergence point in the source, follow the source from there and learn the edit."""
+        src, out, run = self._divergence
+        seq = self._list
+        if j - out > self.resync_window:
+            self._divergence = None
+            return
+        for n in (3, 2, 1):
+            first = j - n + 1  # the re-joining n-gram is seq[first:j+1]
+            if first < out or first == out and n == 1 and j == out:
+                continue  # the divergent token itself cannot be the re-join
+            gram = seq[first:j + 1]
+            for p in range(src, min(src + self.resync_window, first - n + 1)):
+                if seq[p:p + n] == gram:
+                    old, new = tuple(seq[src:p]), tuple(seq[out:first])
+                    if old and old != new and len(old) <= self.max_edit and len(new) <= self.max_edit:
+                        self._subs.setdefault(old[0], {})[old] = new
+                    self._cursor = (p + n, ())
+                    self._divergence = None
+                    self._run = run + n  # the copy that was left goes on
+                    return
+
+    def _sync(self, context) -> None:
+        """Brings the index to exactly ``context``: new tokens are appended (and followed by
+        the copy cursor); a context that is not an extension of the last one is cut back to
+        their common prefix first, as the KV cache is."""
+        ctx = context.tolist() if isinstance(context, np.ndarray) else list(context)
+        seq = self._list
+        known = len(seq)
+        if ctx[:known] != seq:
+            common = 0
+            limit = min(known, len(ctx))
+            while common < limit and ctx[common] == seq[common]:
+                common += 1
+            self._index.truncate(common)
+            del seq[common:]
+            self._forget_copy()
+            self._subs = {}
+            known = 0  # nothing to follow: the tail is indexed like a fresh prompt
+        start = len(seq)
+        new_tail = ctx[start:]
+        if not new_tail:
+            return
+        self._index.append(new_tail)
+        seq.extend(new_tail)
+        if known:  # follow the new output tokens (not a fresh prompt)
+            for j in range(start, len(seq)):
+                if self._cursor is not None:
+                    self._advance(j)
+                if self._cursor is None and self._divergence is not None:
+                    self._resync(j)
+
+    # ---- candidates ----------------------------------------------------------------------
+    def _match_kinds(self, origin: str, found) -> list:
+        band = "long" if found.match_length >= self.COPY_RUN else "short"
+        return [f"{origin}:{band}:{agreement(c, t)}" for c, t in zip(found.counts, found.totals)]
+
+    def _candidates(self, max_tokens: int, every_length: bool = False):
+        """(cursor, run, tokens, kinds, bucket) in order of preference: the copy being
+        followed, the memory's longest match where it is longer than the request's own,
+        the request's own;
+        with ``every_length`` also the request's shorter matches (for a grammar)."""
+        seq = self._list
+        if max_tokens <= 0:
+            return
+        if self._cursor is not None:
+            out = self._virtual(self._cursor, max_tokens, len(seq))
+            kind = "copy" if self._run >= self.COPY_RUN else "follow"
+            yield self._cursor, self._run, out, [kind] * len(out), None
+        pattern = seq[-self.max_ngram:]
+        own = self._index.draft(pattern, max_tokens, min_match=self.min_ngram,
+                                max_occurrences=self.max_occurrences)
+        recalled = None
+        if self.memory is not None and own.match_length < len(pattern):
+            # Searched after the request's own tokens: used where those have no match, or
+            # a shorter one (a longer match is the more specific context).
+            self.memory_lookups += 1
+            recalled = self.memory.draft(pattern, max_tokens)
+            if not recalled.tokens or recalled.match_length <= own.match_length:
+                recalled = None
+        if recalled is not None:
+            self.memory_hits += 1
+            yield None, 0, recalled.tokens, self._match_kinds("memory", recalled), "memory"
+        if own.tokens:
+            yield self._own_candidate(own, max_tokens)
+        if every_length:
+            for n in range(min(own.match_length, len(pattern)) - 1, self.min_ngram - 1, -1):
+                shorter = self._index.draft(pattern[-n:], max_tokens, min_match=n,
+                                            max_occurrences=self.max_occurrences)
+                if shorter.tokens:
+                    yield self._own_candidate(shorter, max_tokens)
+
+    def _own_candidate(self, found, max_tokens):
+        cursor = (found.source, ())
+        kinds = self._match_kinds("request", found)
+        out = found.tokens
+        if self._subs:  # the copy with the edits learned so far applied
+            out = self._virtual(cursor, max_tokens, len(self._list))
+            kinds = (kinds + [kinds[-1]] * len(out))[:len(out)]
+        return cursor, found.match_length, out, kinds, None
+
+    def _take(self, candidate, t0: float, n: Optional[int] = None) -> Draft:
+        cursor, run, out, kinds, bucket = candidate
+        if n is not None:
+            out, kinds = out[:n], kinds[:n]
+        if cursor is not None and cursor is not self._cursor:  # a new source: follow it from here
+            self._cursor, self._run = cursor, run
+        # A copy the output has followed for a while (or a long match) passes far more often
+        # than a guess from a short match: the cost model keeps them apart.
+        if bucket is None:
+            bucket = ("copy" if self._run >= self.COPY_RUN else "guess") if out else None
+        return Draft(list(out), None, time.perf_counter() - t0, bucket, token_kinds=list(kinds))
+
+    def draft(self, context, max_tokens, params, position):
+        t0 = time.perf_counter()
+        self._sync(context)
+        for candidate in self._candidates(max_tokens):
+            if candidate[2]:
+                return self._take(candidate, t0)
+        return Draft([], None, time.perf_counter() - t0, None)
+
+    def draft_constrained(self, context, max_tokens, params, position, allowed_run):
+        """The candidate the grammar allows furthest (the first such in order of
+        preference), cut where the grammar forbids it: when the copy being followed breaks
+        the grammar (a value copied into a field whose type forbids it), an older
+        occurrence of the same context may not."""
+        t0 = time.perf_counter()
+        self._sync(context)
+        best, best_n = None, 0
+        for candidate in self._candidates(max_tokens, every_length=True):
+            out = candidate[2]
+            n = allowed_run(out) if out else 0
+            if n > best_n:
+                best, best_n = candidate, n
+            if out and n == len(out):
+                break
+        if best is None:
+            return Draft([], None, time.perf_counter() - t0, None)
+        return self._take(best, t0, best_n)

@@ -1,0 +1,96 @@
+"""The memory of earlier requests: what a model was asked and answered before, searched
+for drafts after the request's own tokens.
+
+One suffix index (``pyspec.suffix_index``) over the earlier requests' prompts and outputs,
+one document each (a separator between them, so no draft runs from one into the next),
+capped in tokens: when it holds more than ``max_tokens``, the oldest documents go (the index
+is rebuilt from the rest, about a millisecond per 10,000 tokens, once per quarter of the
+cap). A chat's next turn carries the last one as its history: a request whose prompt
+starts with the latest document replaces it rather than storing it twice.
+
+Thread-safe (one lock): the server's requests may end and draft concurrently.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..suffix_index import SEPARATOR, SuffixDraft, SuffixIndex
+
+DEFAULT_MAX_TOKENS = 65536
+MIN_MATCH = 2  # a one-token match across requests says little
+
+
+@dataclass
+class MemoryStats:
+    tokens: int = 0       # tokens held now
+    documents: int = 0    # requests held now
+    lookups: int = 0      # drafts asked of the memory
+    hits: int = 0         # drafts it gave
+    evicted: int = 0      # requests dropped for room
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+class RequestMemory:
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, max_match: int = 16):
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.max_tokens, self.max_match = int(max_tokens), int(max_match)
+        self._lock = threading.Lock()
+        self._documents: deque = deque()  # np.int32 arrays, oldest first
+        self._index = SuffixIndex(self.max_match)
+        self._held = 0
+        self.stats = MemoryStats()
+
+    def __len__(self) -> int:
+        return self._held
+
+    def add(self, tokens) -> None:
+        """Stores one finished request (its prompt and output)."""
+        doc = np.asarray(tokens, dtype=np.int32)[-self.max_tokens:]
+        if not doc.size:
+            return
+        with self._lock:
+            last = self._documents[-1] if self._documents else None
+            if last is not None and last.size <= doc.size and np.array_equal(doc[:last.size], last):
+                # The next turn of the same chat: it holds the last one whole.
+                self._documents.pop()
+                self._held -= last.size
+                self._index.truncate(len(self._index) - last.size - 1)
+            self._documents.append(doc)
+            self._held += doc.size
+            self._index.append(np.append(doc, SEPARATOR).astype(np.int32))
+            if self._held > self.max_tokens:
+                self._evict()
+            self.stats.tokens, self.stats.documents = self._held, len(self._documents)
+
+    def _evict(self) -> None:
+        """Drops the oldest documents down to 3/4 of the cap (so a rebuild is rare)."""
+        while self._documents and self._held > self.max_tokens * 3 // 4:
+            self._held -= self._documents.popleft().size
+            self.stats.evicted += 1
+        self._index = SuffixIndex(self.max_match)
+        if self._documents:
+            parts = [np.append(d, SEPARATOR) for d in self._documents]
+            self._index.append(np.concatenate(parts).astype(np.int32))
+
+    def draft(self, pattern, max_tokens: int) -> SuffixDraft:
+        with self._lock:
+            self.stats.lookups += 1
+            found = self._index.draft(pattern, max_tokens, min_match=min(MIN_MATCH, self.max_match))
+            if found.tokens:
+                self.stats.hits += 1
+            return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._documents.clear()
+            self._index = SuffixIndex(self.max_match)
+            self._held = 0
+            self.stats = MemoryStats()

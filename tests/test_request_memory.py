@@ -1,0 +1,155 @@
+"""The memory of earlier requests: bounded (oldest out), one document per request (a chat's
+next turn replaces the last), thread-safe, and searched by prompt lookup after the request's
+own tokens; off where a promise about repeated requests would break."""
+import threading
+
+import numpy as np
+import pytest
+
+from pyspec.llama.lookup import PromptLookup
+from pyspec.llama.request_memory import RequestMemory
+
+
+def test_a_later_request_drafts_what_an_earlier_one_answered():
+    memory = RequestMemory(1000)
+    lookup = PromptLookup()
+    lookup.use_memory(memory)
+    earlier = [1, 2, 3, 40, 41, 42, 43, 44, 45]
+    lookup.start_request()
+    lookup.end_request(earlier)
+    lookup.start_request()
+    draft = lookup.draft([7, 8, 40, 41], 4, None, 4)  # nothing in the request itself
+    assert draft.tokens == [42, 43, 44, 45] and draft.bucket == "memory"
+    assert all(kind.startswith("memory:") for kind in draft.token_kinds)
+    assert (lookup.memory_lookups, lookup.memory_hits) == (1, 1)
+    assert memory.stats.hit_rate == 1.0
+
+
+def test_the_request_itself_comes_first():
+    memory = RequestMemory(1000)
+    memory.add([40, 41, 50, 51])
+    lookup = PromptLookup()
+    lookup.use_memory(memory)
+    lookup.start_request()
+    # The request's own "40 41" went on with 60: as long a match as the memory's, so its own.
+    assert lookup.draft([40, 41, 60, 9, 40, 41], 2, None, 6).tokens == [60, 9]
+    # A longer match in the memory wins over a shorter one of the request's.
+    memory.add([5, 6, 7, 70, 71])
+    lookup.start_request()
+    assert lookup.draft([7, 80, 5, 6, 7], 2, None, 5).tokens == [70, 71]
+
+
+def test_the_memory_keeps_at_most_its_cap_oldest_out():
+    memory = RequestMemory(100)
+    for i in range(30):
+        memory.add(np.arange(10) + 1000 * i)  # ten distinct tokens per request
+        assert len(memory) <= 100
+    assert memory.stats.evicted > 0
+    assert memory.draft([29000, 29001], 3).tokens == [29002, 29003, 29004]  # the newest stays
+    assert memory.draft([0, 1], 3).tokens == []  # the oldest went
+
+
+def test_a_chat_turn_replaces_the_last_one_it_contains():
+    memory = RequestMemory(1000)
+    memory.add([1, 2, 3, 4])
+    memory.add([1, 2, 3, 4, 5, 6, 7])
+    assert (len(memory), memory.stats.documents) == (7, 1)
+    found = memory.draft([2, 3], 4)
+    assert found.tokens == [4, 5, 6, 7] and found.n_occurrences == 1  # stored once
+
+
+def test_concurrent_requests_keep_the_memory_whole():
+    memory = RequestMemory(5000)
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            memory.add(rng.integers(0, 50, size=int(rng.integers(1, 60))))
+            memory.draft(rng.integers(0, 50, size=4), 8)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(memory) <= 5000 and memory.stats.lookups == 800
+    # What it holds is exactly its documents, separators between them.
+    assert len(memory._index) == len(memory) + memory.stats.documents
+
+
+def test_bad_cap_is_refused():
+    with pytest.raises(ValueError):
+        RequestMemory(0)
+
+
+def test_reproducible_turns_the_memory_off():
+    lookup = PromptLookup()
+    lookup.use_memory(RequestMemory(100))
+    lookup.set_reproducible(True)
+    assert lookup.memory is None
+
+
+CODE = '''def compute_total(items):
+    total_price = 0
+    for item in items:
+        total_price += item.price * item.quantity
+    return total_price
+'''
+
+
+def _chat(text):
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text(qwen_path,
+                                                                                 batch_noise):
+    # The second request asks for the same edit in other words: its answer (the renamed
+    # code) is in no prompt, only in the first answer, which the memory holds.
+    import llama_cpp
+
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.testing.near_tie import compare_texts
+
+    kw = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
+    first = _chat(f"Rename total_price to grand_total and output the code only:\n```python\n{CODE}```")
+    second = _chat(f"Output this code with the variable total_price renamed to grand_total:\n"
+                   f"```python\n{CODE}```")
+    bound = batch_noise(qwen_path).tie_bound
+    llm = SpeculativeLlama(qwen_path, **kw)
+    plain = llama_cpp.Llama(model_path=qwen_path, **kw)
+    try:
+        assert llm.speculation.memory is not None  # on by default
+        llm.create_completion(first, max_tokens=64, temperature=0.0)
+        stored = len(llm.speculation.memory)
+        assert stored > 64
+        text = llm.create_completion(second, max_tokens=64, temperature=0.0)["choices"][0]["text"]
+        stats = llm.speculation.last
+        assert stats.memory_lookups > 0 and stats.memory_hits > 0, stats.summary()
+        assert stats.memory_tokens >= stored
+        reference = plain.create_completion(second, max_tokens=64, temperature=0.0)["choices"][0]["text"]
+        compare_texts(plain, plain.tokenize(second.encode(), special=True), reference, text, bound)
+    finally:
+        llm.close()
+        plain.close()
+
+
+@pytest.mark.parametrize("kwargs", [dict(memory=False), dict(adaptive=False),
+                                    dict(reproducible=True), dict(memory=0)])
+def test_the_memory_is_off_where_asked_or_where_a_promise_needs_it(gemma_path, kwargs):
+    from pyspec.llama import SpeculativeLlama
+
+    llm = SpeculativeLlama(gemma_path, n_ctx=256, n_threads=2, verbose=False, **kwargs)
+    try:
+        assert llm.speculation.memory is None
+        llm.create_completion("one two three", max_tokens=4, temperature=0.0)
+        assert llm.speculation.last.memory_lookups == 0
+    finally:
+        llm.close()
+
+
+@pytest.mark.parametrize("memory", [-1, 1.5, "big"])
+def test_a_bad_memory_setting_is_refused_before_the_model_loads(memory):
+    from pyspec.llama import SpeculativeLlama
+
+    with pytest.raises(ValueError, match="memory"):
+        SpeculativeLlama("/nonexistent.gguf", memory=memory)
