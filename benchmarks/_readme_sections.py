@@ -427,9 +427,12 @@ def draftless_table(run: Run) -> list:
     modes = e["modes"]
     out = [run.measured_line(), "",
            f"Qwen2.5-Coder 1.5B, {e['threads']} threads, {e['max_tokens']} greedy tokens per request, "
+           "flash attention on (llama.cpp's default; llama-cpp-python's needs `flash_attn=True`), "
            "the same prompt text everywhere; decode tokens/s (geometric mean over the requests; "
            "pyspec: after the first token, llama.cpp: as `llama-speculative-simple` reports it) "
-           "and whole-request seconds (prompt + decode, summed). `llama-bench` tg, llama.cpp's "
+           "and whole-request seconds (prompt + decode, summed; llama.cpp's tool decodes past "
+           "the token limit to the end of its last accepted draft, so its time is its prompt plus "
+           "the limit at its rate). `llama-bench` tg, llama.cpp's "
            f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.", ""]
     rows = []
     for workload, s in e["summary"].items():

@@ -269,12 +269,14 @@ class DraftLengthController:
     def record_token_kinds(self, kinds, n_accepted: int, bucket=None) -> None:
         """The fate of each verified draft token, by kind: the first n_accepted passed, the
         next (if any) was rejected, the rest were never decided."""
-        decay = 1 - self.ema / 2
-        for i, kind in enumerate(kinds[:n_accepted + 1]):
+        decided = kinds[:n_accepted + 1]
+        decay = 1 - self.ema / 2  # once per round, as for the buckets: a round of 16 passed
+        for kind in set(decided):  # tokens must count 16, not be decayed 16 times
             counts = self._kind(kind, bucket)
             counts[0] *= decay
             counts[1] *= decay
-            counts[0 if i < n_accepted else 1] += 1
+        for i, kind in enumerate(decided):
+            self._kind_counts[kind][0 if i < n_accepted else 1] += 1
 
     def kind_acceptance(self, kind, bucket=None) -> float:
         s, f = self._kind(kind, bucket)
