@@ -193,9 +193,10 @@ def declined_draft_hint(spec, stats) -> str:
     hear that rather than wonder why there is no speedup."""
     from .llama.drafters import DraftModel
 
-    ctl = spec.controller
+    ctl = spec.costly_controller
     steps = stats.verify_steps + stats.plain_steps
-    if not isinstance(spec.drafter, DraftModel) or not steps or stats.verify_steps > steps // 4:
+    if (not isinstance(spec.costly_drafter, DraftModel) or spec.free_drafter is not None
+            or not steps or stats.verify_steps > steps // 4):
         return ""
     if ctl.budget is not None and "loss budget" in ctl.last_reason:
         return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: the "
@@ -225,10 +226,10 @@ def _choose_drafter(llm, target: str, auto: AutoDraft, build):
     outlook = draft_model_outlook(llm.speculation, target, auto.path)
     name = os.path.basename(auto.path)
     if outlook.pays:
-        print(f"pyspec: drafter: the draft model {name}: {outlook.why} (--lookup for prompt "
-              f"lookup)", file=sys.stderr)
+        print(f"pyspec: drafter: prompt lookup, and the draft model {name} where lookup has "
+              f"nothing: {outlook.why} (--lookup for prompt lookup alone)", file=sys.stderr)
         llm.close()
-        return build(auto.path)
+        return build(["lookup", auto.path])
     print(f"pyspec: drafter: prompt lookup (free drafts), not the draft model {name}: "
           f"{outlook.why} (--draft-model runs it anyway)", file=sys.stderr)
     return llm

@@ -662,3 +662,53 @@ def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
     # last round cut by max_tokens
     assert sum(r.emitted for r in seen[:-1]) + 1 < stats.emitted <= sum(r.emitted for r in seen) + 1
     assert all(r.target_seconds > 0 and r.round_seconds >= r.target_seconds for r in seen)
+
+
+def test_combined_drafters_keep_plain_greedy_text_and_both_draft(plain, qwen_path, draft_path,
+                                                                 qwen_ties):
+    # Fixed lengths, so both drafters run for certain: lookup where it has a draft (the code
+    # it copies), the draft model where it has none (the prose around it).
+    # (A lookup that drafts only from 3-token matches: with 1-token ones it has a draft nearly
+    # every round, and a fixed length would never leave a round to the draft model.)
+    llm = SpeculativeLlama(qwen_path, draft=[PromptLookup(min_ngram=3), draft_path], draft_max=4,
+                           adaptive=False, **KW)
+    try:
+        assert llm.speculation.drafter.name == "lookup+draft-model"
+        _assert_same_or_near_tie(plain, llm, EDIT_PROMPT, qwen_ties, n=64)
+        stats = llm.speculation.total
+        assert 0 < stats.costly_steps < stats.verify_steps, stats.summary()
+        assert stats.accepted > 10
+    finally:
+        llm.close()
+
+
+@pytest.mark.parametrize("draft", [["lookup"], ["lookup", "lookup"], ["a", "b", "c"]])
+def test_a_drafter_list_is_checked(qwen_path, draft_path, draft):
+    if draft == ["lookup"]:  # a list of one is that drafter
+        llm = SpeculativeLlama(qwen_path, draft=draft, **KW)
+        assert llm.speculation.drafter.name == "lookup"
+        llm.close()
+        return
+    with pytest.raises(ValueError, match="free drafter then a costly one|list of two"):
+        SpeculativeLlama(qwen_path, draft=draft, **KW).close()
+
+
+def test_a_costly_drafter_first_is_refused(qwen_path, draft_path):
+    with pytest.raises(ValueError, match="free drafter then a costly one"):
+        SpeculativeLlama(qwen_path, draft=[draft_path, "lookup"], **KW).close()
+
+
+def test_combined_drafters_under_the_cost_model(plain, qwen_path, draft_path, qwen_ties):
+    # Adaptive lengths: one cost model, two controllers on one batch-cost curve; the draft
+    # model's controller sees the plain rounds (its loss budget earns there) and its own.
+    llm = SpeculativeLlama(qwen_path, draft=["lookup", draft_path], **KW)
+    try:
+        spec = llm.speculation
+        assert spec.costly_controller is not spec.controller
+        assert spec.costly_controller.costs is spec.controller.costs
+        assert spec.costly_controller.budget is not None and spec.controller.budget is None
+        _assert_same_or_near_tie(plain, llm, OPEN_PROMPT, qwen_ties, n=32)
+        assert spec.costly_controller.budget.balance > 0  # it earned on the plain rounds
+        assert "draft-model:" in spec.last.cost_model
+    finally:
+        llm.close()

@@ -55,3 +55,10 @@ def test_mistakes_are_named(tmp_path, capsys, argv, words):
     argv = [a.format(dir=tmp_path, model=model) for a in argv]
     assert main(argv) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_draft_setting_with_a_comma_is_a_list_of_drafters():
+    from pyspec.serve.app import drafter_setting
+
+    assert drafter_setting("lookup") == "lookup"
+    assert drafter_setting("lookup, /m/d.gguf") == ["lookup", "/m/d.gguf"]

@@ -126,12 +126,14 @@ class DraftLengthController:
         self._carried_gain: dict = {}  # an earlier process's speculative_gain, kept until ours
 
     # ---- measurements ---------------------------------------------------------------
-    def observe(self, r: Round) -> None:
+    def observe(self, r: Round, *, costs: bool = True) -> None:
         """Learns from one round of the loop (or of a replay): the target's cost for the
         batch, the drafter's cost, the acceptance of the draft's kind, the round's realised
-        rate and overhead, and a plain round's shadow check."""
+        rate and overhead, and a plain round's shadow check. ``costs=False``: the batch cost
+        is not recorded (a second controller sharing the curve, combined.py)."""
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
-        self.record_target(r.batch, r.target_seconds)
+        if costs:
+            self.record_target(r.batch, r.target_seconds)
         self.record_acceptance(r.offered, r.accepted, r.bucket)
         if r.token_kinds:
             if r.speculative:

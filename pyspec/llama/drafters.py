@@ -36,6 +36,7 @@ class Draft:
     # model learns an acceptance per kind and predicts a draft's yield token by token.
     # None: every token is of the draft's bucket.
     token_kinds: Optional[list] = None
+    costly: bool = False  # drafted by a costly drafter (whose controller learns from it)
 
 
 class Drafter:
@@ -306,5 +307,5 @@ class DraftModel(Drafter):
         # catch-up after plain rounds is not what more drafting would cost.
         steady = t_catch_up / max(n_new, 1) + (elapsed - t_catch_up)
         return Draft(tokens, sparse, elapsed, steady_seconds=steady, catch_up_tokens=n_new,
-                     catch_up_seconds=t_catch_up)
+                     catch_up_seconds=t_catch_up, costly=True)
 

@@ -39,6 +39,7 @@ class Round:
     # tokens the cost model expected the round to emit (0 for a plain round).
     token_kinds: tuple = ()
     predicted: float = 0.0
+    costly: bool = False  # drafted by the costly drafter (beside a free one: combined.py)
 
     @property
     def speculative(self) -> bool:

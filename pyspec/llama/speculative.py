@@ -44,6 +44,7 @@ from .cost_cache import (cost_cache_file, drafter_cache_file, load_drafter_recor
                          save_drafter_record, save_ratios)
 from .drafter_choice import size_ratio
 from .drafters import CallableDrafter, Draft, Drafter, DraftModel
+from .combined import CombinedDrafter
 from .lookup import PromptLookup
 from .request_memory import DEFAULT_MAX_TOKENS, RequestMemory
 from .prefix_reuse import PrefixReuse
@@ -108,7 +109,20 @@ def memory_size(memory) -> int:
 
 def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
     """A Drafter from what the user passed: None or "lookup", a GGUF path, a Llama, a
-    llama-cpp-python LlamaDraftModel (or any callable ids -> ids), or a Drafter."""
+    llama-cpp-python LlamaDraftModel (or any callable ids -> ids), a Drafter, or a list of
+    these in order, a free one then a costly one (``["lookup", "draft.gguf"]``: combined.py)."""
+    if isinstance(draft, (list, tuple)):
+        if len(draft) == 1:
+            return make_drafter(draft[0], target, draft_p_min)
+        if len(draft) != 2:
+            raise ValueError(f"draft takes a list of two drafters (free first, e.g. ['lookup', "
+                             f"'draft.gguf']), got {len(draft)}")
+        free = make_drafter(draft[0], target, draft_p_min)
+        try:
+            return CombinedDrafter(free, make_drafter(draft[1], target, draft_p_min))
+        except BaseException:
+            free.close()
+            raise
     if draft is None or (isinstance(draft, str) and draft == "lookup"):
         return PromptLookup()
     if isinstance(draft, Drafter):
@@ -162,13 +176,26 @@ class Speculation:
         self.drafter.set_reproducible(self.reproducible)
         # The memory of earlier requests makes a request's drafts depend on what came before
         # it: only where nothing promises otherwise (adaptive lengths, not reproducible).
+        members = getattr(self.drafter, "members", (self.drafter,))
+        self.free_drafter = next((d for d in members if d.free), None)
+        self.costly_drafter = next((d for d in members if not d.free), None)
         self.memory: Optional[RequestMemory] = None
-        if memory_tokens and adaptive and not self.reproducible and isinstance(self.drafter, PromptLookup):
+        if (memory_tokens and adaptive and not self.reproducible
+                and isinstance(self.free_drafter, PromptLookup)):
             self.memory = RequestMemory(memory_tokens)
-            self.drafter.use_memory(self.memory)
-        watch = FREE_DRAFTER if self.drafter.free else COSTLY_DRAFTER
+            self.free_drafter.use_memory(self.memory)
+        watch = FREE_DRAFTER if self.free_drafter is not None else COSTLY_DRAFTER
         self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
                                                 watch=watch)
+        # The costly drafter's controller: the same one alone; beside a free drafter its
+        # own (its acceptance, costs and loss budget), on the same batch-cost curve.
+        self.costly_controller: Optional[DraftLengthController] = None
+        if self.costly_drafter is not None:
+            self.costly_controller = self.controller
+            if self.free_drafter is not None:
+                self.costly_controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
+                                                               watch=COSTLY_DRAFTER)
+                self.costly_controller.costs = self.controller.costs
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         # What the target's cache holds, so that a repeated request gives the same rows;
         # reproducible=True also keeps only what a fresh evaluation would compute the same.
@@ -202,11 +229,11 @@ class Speculation:
         # one token reads every weight once), and what earlier processes learned about it
         # beside this target (the loss budget's balance, its measured costs).
         self._drafter_file = None
-        if isinstance(self.drafter, DraftModel):
-            self.controller.draft_cost_ratio = size_ratio(self.drafter.llama.model_path,
-                                                         llama.model_path)
-            self._drafter_file = drafter_cache_file(self._cost_file, self.drafter.llama)
-            self.controller.use_drafter_record(load_drafter_record(self._drafter_file))
+        if isinstance(self.costly_drafter, DraftModel):
+            dm = self.costly_drafter
+            self.costly_controller.draft_cost_ratio = size_ratio(dm.llama.model_path, llama.model_path)
+            self._drafter_file = drafter_cache_file(self._cost_file, dm.llama)
+            self.costly_controller.use_drafter_record(load_drafter_record(self._drafter_file))
         self.sampling = sampling
         self._graph: Optional[GraphSampler] = None  # attached for the request under way
         self._first_output = 0  # batch index of the last decode's first output row
@@ -413,9 +440,13 @@ class Speculation:
         return result
 
     def _draft(self, context: list, room: int, params: SamplingParams, constraints=None):
-        """Drafts for the next round and how many of them to verify."""
-        controller, drafter = self.controller, self.drafter
-        if drafter.free:  # draft first, then let the cost model cut
+        """Drafts for the next round and how many of them to verify: the free drafter's,
+        where the cost model finds them worth verifying; else the costly drafter's, where
+        its controller finds that it pays."""
+        draft, k = Draft([]), 0
+        drafter = self.free_drafter
+        if drafter is not None:  # draft first, then let the cost model cut
+            controller = self.controller
             limit = min(controller.draft_max, room)
             if not limit:
                 draft = Draft([])
@@ -426,9 +457,11 @@ class Speculation:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
             k = (controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0,
                                    kinds=draft.token_kinds) if draft.tokens else 0)
-        else:
+        if not k and self.costly_drafter is not None:
+            drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
-            draft = drafter.draft(np.asarray(context), k, params, len(context)) if k else Draft([])
+            if k:
+                draft = drafter.draft(np.asarray(context), k, params, len(context))
         return draft, min(k, len(draft.tokens))
 
     # ---- the loop -----------------------------------------------------------------------
@@ -470,6 +503,8 @@ class Speculation:
             raise RuntimeError(f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
                                f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
         self.controller.new_request()  # acceptance depends on the text: the last one is a prior
+        if self.costly_controller not in (None, self.controller):
+            self.costly_controller.new_request()
         self.drafter.start_request()
         self.last_logprobs = []
         return _Request(params, constraints, stopping_criteria, stats, tokens, list(tokens),
@@ -565,7 +600,8 @@ class Speculation:
                   accepted=result.n_accepted, emitted=result.n_accepted + 1, batch=len(batch),
                   target_seconds=t1 - t0, verify_seconds=time.perf_counter() - t1,
                   draft_seconds=plan.draft.seconds, token_kinds=tuple(plan.draft.token_kinds or ()),
-                  predicted=self.controller.last_expected if plan.drafts else 0.0)
+                  predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
+                  costly=plan.draft.costly)
         return result, addr, r
 
     def _roll_back(self, keep: int) -> None:
@@ -578,14 +614,23 @@ class Speculation:
     def _observe(self, req: "_Request", plan: "_Plan", r: Round, pending: list) -> None:
         """The round, to the cost model and the statistics."""
         draft = plan.draft
-        if not self.drafter.free:  # a costly drafter's own cost per token is modelled
+        if draft.costly:  # a costly drafter's own cost per token is modelled
             r.drafter_tokens = len(draft.tokens)
             r.drafter_seconds = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
             r.catch_up_tokens, r.catch_up_seconds = draft.catch_up_tokens, draft.catch_up_seconds
         if not plan.drafts and draft.tokens:  # a plain round: was its draft right?
             r.shadow_match = draft.tokens[0] == pending[0]
-        self.controller.observe(r)
+        controller = self._controller_of(draft)
+        controller.observe(r)
+        # Beside a free drafter, the costly drafter's controller also sees the plain rounds:
+        # the plain rate its rounds are held against, and what its loss budget earns.
+        costly = self.costly_controller
+        if costly is not None and costly is not controller and not r.speculative:
+            costly.observe(r, costs=False)
         req.stats.add_round(r)
+
+    def _controller_of(self, draft: Draft) -> DraftLengthController:
+        return self.costly_controller if draft.costly else self.controller
 
     def _finish_request(self, req: "_Request") -> None:
         self._detach_graph()
@@ -596,15 +641,18 @@ class Speculation:
             stats.processor_seconds += constraints.processor_seconds
             constraints.close()
         stats.cost_model = self.controller.describe()
+        if self.costly_controller not in (None, self.controller):
+            stats.cost_model += f" | {self.costly_drafter.name}: {self.costly_controller.describe()}"
         self.drafter.end_request(req.context)
         if self.memory is not None:
-            stats.memory_lookups = self.drafter.memory_lookups
-            stats.memory_hits = self.drafter.memory_hits
+            stats.memory_lookups = self.free_drafter.memory_lookups
+            stats.memory_hits = self.free_drafter.memory_hits
             stats.memory_tokens = len(self.memory)
         self._left_n_tokens = self.llama.n_tokens  # what the next request may find cached
         self.total.add(stats)
         save_ratios(self._cost_file, self.controller.costs.shape_to_save())
-        save_drafter_record(self._drafter_file, self.controller.drafter_record())
+        if self.costly_controller is not None:
+            save_drafter_record(self._drafter_file, self.costly_controller.drafter_record())
 
 
 @dataclass
@@ -817,7 +865,9 @@ class SpeculativeLlama(llama_cpp.Llama):
 
     ``draft``: None or "lookup" (n-gram lookup in the prompt and output), a path to a small
     GGUF model with the same tokenizer, a ``llama_cpp.Llama``, a llama-cpp-python
-    ``LlamaDraftModel`` (also accepted as ``draft_model=``), or a pyspec ``Drafter``.
+    ``LlamaDraftModel`` (also accepted as ``draft_model=``), a pyspec ``Drafter``, or a list
+    of two, free first: ``["lookup", "draft.gguf"]`` drafts with lookup and, where lookup
+    has nothing worth verifying, with the draft model (one cost model decides both).
     ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
     unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
     token's probability falls below it. ``sampling``: ``"graph"`` samples the verify rows

@@ -40,6 +40,7 @@ class SpeculationStats:
     # Speculative rounds: the tokens the cost model expected them to emit, and what they did.
     predicted_emitted: float = 0.0
     speculative_emitted: int = 0
+    costly_steps: int = 0  # verify steps whose drafts came from the costly drafter (a draft model)
     # The memory of earlier requests (lookup): drafts asked of it and given during this
     # call, and the tokens it held at the end (0 with the memory off).
     memory_lookups: int = 0
@@ -90,6 +91,7 @@ class SpeculationStats:
             self.accepted += r.accepted
             self.rejected_steps += r.accepted < r.verified
             self.predicted_emitted += r.predicted
+            self.costly_steps += r.costly
             self.speculative_emitted += r.emitted
         else:
             self.plain_steps += 1

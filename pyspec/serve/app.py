@@ -46,6 +46,13 @@ def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
             + (f", a memory of earlier requests ({spec.memory.max_tokens} tokens)" if spec.memory is not None else ""))
 
 
+def drafter_setting(draft: str):
+    """A model's ``draft`` setting as enable_speculation takes it: "lookup,draft.gguf" (free
+    drafts first, the draft model where they have nothing) is a list."""
+    parts = [p.strip() for p in draft.split(",")] if "," in draft else [draft]
+    return parts if len(parts) > 1 else parts[0]
+
+
 class SpeculativeLlamaProxy(LlamaProxy):
     """llama_cpp.server's model proxy, loading every model as a speculative one."""
 
@@ -57,7 +64,7 @@ class SpeculativeLlamaProxy(LlamaProxy):
         llama = LlamaProxy.load_llama_from_model_settings(settings)
         none = settings.draft == "none"
         try:
-            enable_speculation(llama, "lookup" if none else settings.draft,
+            enable_speculation(llama, "lookup" if none else drafter_setting(settings.draft),
                                draft_max=0 if none else settings.draft_max,
                                draft_min=0 if none else settings.draft_min,
                                draft_p_min=settings.draft_p_min, adaptive=settings.adaptive,

@@ -20,7 +20,8 @@ class SpeculativeModelSettings(ModelSettings):
     draft: str = Field(
         default="lookup",
         description="The drafter: 'lookup' (n-gram lookup in the prompt and output, free), a "
-                    "path to a small GGUF model with the same tokenizer, or 'none' (plain "
+                    "path to a small GGUF model with the same tokenizer, 'lookup,PATH' (both: "
+                    "lookup first, the draft model where lookup has nothing), or 'none' (plain "
                     "decoding through the same loop).")
     draft_max: int = Field(default=16, ge=0, le=64, description="Most draft tokens per round.")
     draft_min: int = Field(default=0, ge=0, le=64, description="Fewest draft tokens per round.")
