@@ -14,7 +14,7 @@ not give (measured on code edits, tests/test_lookup.py):
   "total_price" in the source is drafted as "amount". A substitution the output contradicts
   (the old tokens come out unchanged) is dropped;
 - a memory of earlier requests (``request_memory.RequestMemory``), searched when the
-  request's own tokens have no match or a shorter one.
+  request's own tokens match one token at most, used where it matches 4 or more.
 
 Every drafted token carries a kind (``Draft.token_kinds``): where it came from (the copy
 being followed, the request's own tokens, the memory), how long the match was, and how well
@@ -209,8 +209,8 @@ class PromptLookup(Drafter):
 
     def _candidates(self, max_tokens: int, every_length: bool = False):
         """(cursor, run, tokens, kinds, bucket) in order of preference: the copy being
-        followed, the memory's longest match where it is longer than the request's own,
-        the request's own;
+        followed, the memory's match where the request's own is a token at most and the
+        memory's a copy (4+ tokens), the request's own;
         with ``every_length`` also the request's shorter matches (for a grammar)."""
         seq = self._list
         if max_tokens <= 0:
@@ -223,12 +223,14 @@ class PromptLookup(Drafter):
         own = self._index.draft(pattern, max_tokens, min_match=self.min_ngram,
                                 max_occurrences=self.max_occurrences)
         recalled = None
-        if self.memory is not None and own.match_length < len(pattern):
+        if self.memory is not None and own.match_length <= 1:
             # Searched after the request's own tokens: used where those have no match, or
-            # a shorter one (a longer match is the more specific context).
+            # only a one-token one, and the memory has a copy-length match. (Preferring any
+            # longer memory match measured slower on code edits: the request's own file,
+            # which the copy cursor then follows, lost its first rounds to the last answer.)
             self.memory_lookups += 1
             recalled = self.memory.draft(pattern, max_tokens)
-            if not recalled.tokens or recalled.match_length <= own.match_length:
+            if not recalled.tokens or recalled.match_length < self.COPY_RUN:
                 recalled = None
         if recalled is not None:
             self.memory_hits += 1
