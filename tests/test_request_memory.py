@@ -18,7 +18,7 @@ def test_a_later_request_drafts_what_an_earlier_one_answered():
     lookup.start_request()
     lookup.end_request(earlier)
     lookup.start_request()
-    draft = lookup.draft([7, 8, 40, 41], 4, None, 4)  # nothing in the request itself
+    draft = lookup.draft([7, 8, 2, 3, 40, 41], 4, None, 6)  # nothing in the request itself
     assert draft.tokens == [42, 43, 44, 45] and draft.bucket == "memory"
     assert all(kind.startswith("memory:") for kind in draft.token_kinds)
     assert (lookup.memory_lookups, lookup.memory_hits) == (1, 1)
@@ -33,10 +33,13 @@ def test_the_request_itself_comes_first():
     lookup.start_request()
     # The request's own "40 41" went on with 60: as long a match as the memory's, so its own.
     assert lookup.draft([40, 41, 60, 9, 40, 41], 2, None, 6).tokens == [60, 9]
-    # A longer match in the memory wins over a shorter one of the request's.
-    memory.add([5, 6, 7, 70, 71])
+    # Where the request matches one token only, a copy-length match in the memory wins; a
+    # shorter one does not.
+    memory.add([4, 5, 6, 7, 70, 71])
     lookup.start_request()
-    assert lookup.draft([7, 80, 5, 6, 7], 2, None, 5).tokens == [70, 71]
+    assert lookup.draft([7, 80, 4, 5, 6, 7], 2, None, 6).tokens == [70, 71]
+    lookup.start_request()
+    assert lookup.draft([7, 80, 9, 5, 6, 7], 2, None, 6).tokens == [80, 9]
 
 
 def test_the_memory_keeps_at_most_its_cap_oldest_out():
