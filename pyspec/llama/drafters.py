@@ -39,6 +39,17 @@ class Draft:
     costly: bool = False  # drafted by a costly drafter (whose controller learns from it)
 
 
+def common_prefix(context: list, held: list) -> int:
+    """How many leading tokens ``context`` shares with ``held`` (what a drafter's state, a
+    KV cache or an index, holds): all of ``held`` when context extends it."""
+    if context[:len(held)] == held:
+        return len(held)
+    common, limit = 0, min(len(context), len(held))
+    while common < limit and context[common] == held[common]:
+        common += 1
+    return common
+
+
 class Drafter:
     """Base class. A drafter whose ``free`` is True costs next to nothing, so the loop asks
     it for ``draft_max`` tokens and lets the cost model decide how many to verify."""
@@ -194,13 +205,7 @@ class DraftModel(Drafter):
 
     def _common_prefix(self, context: list) -> int:
         """How many leading tokens of ``context`` the draft's KV cache already holds."""
-        evaluated = self._evaluated
-        if context[:len(evaluated)] == evaluated:
-            return len(evaluated)
-        common, limit = 0, min(len(context), len(evaluated))
-        while common < limit and context[common] == evaluated[common]:
-            common += 1
-        return common
+        return common_prefix(context, self._evaluated)
 
     def catch_up_tokens(self, context) -> int:
         context = context.tolist() if isinstance(context, np.ndarray) else list(context)

@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..suffix_index import SuffixIndex
-from .drafters import Draft, Drafter
+from .drafters import Draft, Drafter, common_prefix
 from .request_memory import RequestMemory
 
 
@@ -179,11 +179,8 @@ class PromptLookup(Drafter):
         ctx = context.tolist() if isinstance(context, np.ndarray) else list(context)
         seq = self._list
         known = len(seq)
-        if ctx[:known] != seq:
-            common = 0
-            limit = min(known, len(ctx))
-            while common < limit and ctx[common] == seq[common]:
-                common += 1
+        common = common_prefix(ctx, seq)
+        if common < known:
             self._index.truncate(common)
             del seq[common:]
             self._forget_copy()
@@ -229,8 +226,8 @@ class PromptLookup(Drafter):
             # longer memory match measured slower on code edits: the request's own file,
             # which the copy cursor then follows, lost its first rounds to the last answer.)
             self.memory_lookups += 1
-            recalled = self.memory.draft(pattern, max_tokens)
-            if not recalled.tokens or recalled.match_length < self.COPY_RUN:
+            recalled = self.memory.draft(pattern, max_tokens, min_match=self.COPY_RUN)
+            if not recalled.tokens:
                 recalled = None
         if recalled is not None:
             self.memory_hits += 1

@@ -80,10 +80,12 @@ class RequestMemory:
             parts = [np.append(d, SEPARATOR) for d in self._documents]
             self._index.append(np.concatenate(parts).astype(np.int32))
 
-    def draft(self, pattern, max_tokens: int) -> SuffixDraft:
+    def draft(self, pattern, max_tokens: int, min_match: int = MIN_MATCH) -> SuffixDraft:
+        """The memory's draft from a match of at least ``min_match`` tokens (none shorter:
+        the search stops there, and only drafts given count as hits)."""
         with self._lock:
             self.stats.lookups += 1
-            found = self._index.draft(pattern, max_tokens, min_match=min(MIN_MATCH, self.max_match))
+            found = self._index.draft(pattern, max_tokens, min_match=min(min_match, self.max_match))
             if found.tokens:
                 self.stats.hits += 1
             return found
