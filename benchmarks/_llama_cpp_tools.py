@@ -19,7 +19,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from pyspec import llama_build
+from pyspec.tools import install_llama as llama_build
 from pyspec.cache import cache_dir as cache_root
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
@@ -64,7 +64,7 @@ def _source(directory: Path, amx: bool) -> Path:
         tar.extractall(src, filter="data")
     tree = next(src.iterdir())
     if amx:
-        from pyspec.llama_amx_fix import apply_to_tree
+        from pyspec.llama.runtime.amx_fix import apply_to_tree
 
         apply_to_tree(tree)
     return tree / "vendor" / "llama.cpp"

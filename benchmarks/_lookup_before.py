@@ -4,7 +4,7 @@ no per-token kinds, no memory. The copy cursor and the edits are the same code a
 (inherited). For the draftless benchmark's "before" column only; the library never imports it."""
 from __future__ import annotations
 
-from pyspec.llama.lookup import PromptLookup
+from pyspec.llama.drafting.lookup import PromptLookup
 
 
 class PromptLookupBefore(PromptLookup):

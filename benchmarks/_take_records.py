@@ -7,7 +7,7 @@ they were measured:
 - ``test-run.json``: the test suite's counts and time, from the summary line pytest prints
   last (``N passed, M skipped in S s``).
 
-Standard library only, like the rest of readme_tables.py. ``pyspec/machine.py`` is loaded
+Standard library only, like the rest of readme_tables.py. ``pyspec/tools/machine.py`` is loaded
 by path: importing the pyspec package would load its compiled library.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _machine_module():
-    spec = importlib.util.spec_from_file_location("_pyspec_machine", REPO / "pyspec" / "machine.py")
+    spec = importlib.util.spec_from_file_location("_pyspec_machine", REPO / "pyspec" / "tools" / "machine.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -2,7 +2,7 @@
 and real ShareGPT chats (benchmarks/_sharegpt.py), Qwen2.5-Coder 1.5B, greedy, 96 tokens.
 
 What it checks (reported, not asserted): that a request with a costly drafter is never
-slower than plain decoding by more than the loss budget allows (pyspec/llama/loss_budget.py:
+slower than plain decoding by more than the loss budget allows (pyspec/llama/drafting/loss_budget.py:
 0.97x), and what lookup and the draft model gain where they gain. Each request runs plain,
 draft model and lookup in turn, then again in the opposite order (A B C C B A, twice), so
 drifting load hits all three; rates are decode tokens per second after the first token (the prompt
@@ -62,7 +62,7 @@ def _timed(llm, messages=None, prompt=None):
 def bench_costly_drafter_never_loses(benchmark, monkeypatch):
     import llama_cpp
 
-    from pyspec.cli import DEMO_PROMPT
+    from pyspec.tools.cli import DEMO_PROMPT
     from pyspec.llama import SpeculativeLlama
     from pyspec.testing.models import ensure_model
 

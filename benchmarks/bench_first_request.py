@@ -21,7 +21,7 @@ import pytest
 
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
-from pyspec.llama._decode import BatchDecoder
+from pyspec.llama.batch_decoder import BatchDecoder
 from pyspec.testing.models import ensure_model
 
 from bench_generation import EDIT_PROMPT, FREE_PROMPT, REPEAT_PROMPT
@@ -78,7 +78,7 @@ def bench_first_requests(benchmark, generation_rows, monkeypatch, tmp_path, case
     timer = _PassTimer(monkeypatch)
     plain = llama_cpp.Llama(model_path=path, **KW)
     spec = SpeculativeLlama(path, draft="lookup", **KW)
-    from pyspec.llama.cost_cache import cost_cache_file
+    from pyspec.llama.drafting.cost_cache import cost_cache_file
 
     nonsense = cost_cache_file(spec)
     spec.close()

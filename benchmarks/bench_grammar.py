@@ -18,7 +18,7 @@ import pytest
 
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
-from pyspec.llama.grammar_state import GrammarState
+from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.testing.models import ensure_model
 
 PERSONS = "\n".join([

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyspec.llama_build import amx_capable, cached_wheel, cpu_flags
+from pyspec.tools.install_llama import amx_capable, cached_wheel, cpu_flags
 from pyspec.testing import build_probe
 from pyspec.testing.models import ensure_model
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not amx_capable(cpu_flags()),
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """label -> PYTHONPATH dir (None: the installed build)."""
-    from pyspec.llama_guard import build_features, system_info
+    from pyspec.llama.runtime.guard import build_features, system_info
 
     installed_amx = build_features(system_info()).get("AMX_INT8") == "1"
     other = cached_wheel(amx=not installed_amx)

@@ -4,16 +4,15 @@ The heart is a fused multi-output verifier (``verify``): one call over all the v
 of a draft applies the sampling transforms, decides acceptance by modified rejection
 sampling and draws the corrective or bonus token, in one pass per vocabulary-wide row.
 """
-from ._ffi import lib as _lib
-from .errors import CapacityError, DraftProbsError, LogitsError, PyspecError
-from .params import SamplingParams
-from .rng import Purpose, philox4x32_10, uniform
-from .request import LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
-from .verifier import (default_threads, distribution, distribution_sparse, row_logprobs, sample, verify,
-                       verify_batch, verify_from_pointer)
+from pyspec._native.ffi import lib as _lib
+from pyspec.errors import CapacityError, DraftProbsError, LogitsError, PyspecError
+from pyspec.params import SamplingParams
+from pyspec.rng import Purpose, philox4x32_10, uniform
+from pyspec.request import LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
+from pyspec.verifier import default_threads, distribution, distribution_sparse, row_logprobs, sample, verify, verify_batch, verify_from_pointer
 
 def _c_string(value) -> str:
-    from ._ffi import ffi
+    from pyspec._native.ffi import ffi
 
     return ffi.string(value).decode()
 
@@ -22,8 +21,8 @@ __version__ = _c_string(_lib.pyspec_version())
 SIMD = _c_string(_lib.pyspec_simd_name())
 HAS_CUDA = bool(_lib.pyspec_has_cuda())
 
-from . import cuda  # noqa: E402  (the CUDA back end; imports no GPU library)
-from .cuda import cuda_available  # noqa: E402
+from pyspec import cuda  # noqa: E402  (the CUDA back end; imports no GPU library)
+from pyspec.cuda import cuda_available  # noqa: E402
 
 __all__ = [
     "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",

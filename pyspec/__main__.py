@@ -1,3 +1,3 @@
-from .cli import main
+from pyspec.tools.cli import main
 
 raise SystemExit(main())

@@ -13,13 +13,13 @@ from typing import Optional
 
 import numpy as np
 
-from . import _device_arrays
-from ._abi import Status
-from ._array_view import LOGIT_CODES, ArrayView
-from ._ffi import ffi
-from .errors import DraftProbsError, PyspecError
-from .params import SamplingParams
-from .request import VerifyRequest
+from pyspec.arrays import device as device_arrays
+from pyspec._native.abi import Status
+from pyspec.arrays.view import LOGIT_CODES, ArrayView
+from pyspec._native.ffi import ffi
+from pyspec.errors import DraftProbsError, PyspecError
+from pyspec.params import SamplingParams
+from pyspec.request import VerifyRequest
 
 POINTER_BITS = 8 * ffi.sizeof("void *")
 # A dense draft row must sum to 1 within this, as the C library's check of sparse rows.
@@ -102,8 +102,8 @@ def check_requests(requests) -> list:
 
 def draft_count(tokens, name: str) -> int:
     """How many draft ids a 1-D list or array (host or device) holds."""
-    if _device_arrays.is_device_array(tokens):
-        shape = _device_arrays.describe(tokens, name).shape
+    if device_arrays.is_device_array(tokens):
+        shape = device_arrays.describe(tokens, name).shape
     else:
         shape = getattr(tokens, "shape", None)
     if shape is not None and not isinstance(tokens, (str, bytes)):
@@ -122,7 +122,7 @@ def penalty_window(params: SamplingParams, history):
     whole: the C library reads only its window)."""
     if history is None or not params.penalties_on:
         return None
-    if params.penalty_last_n > 0 and not _device_arrays.is_device_array(history):
+    if params.penalty_last_n > 0 and not device_arrays.is_device_array(history):
         last = params.penalty_last_n
         history = history[-last:] if isinstance(history, np.ndarray) else list(history)[-last:]
     return history

@@ -28,15 +28,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, checks
-from . import _device_arrays as dev
-from ._abi import Status
-from ._array_view import ArrayView
-from ._c_call import SequenceTable, check, new_error
-from ._ffi import ffi, lib
-from .errors import PyspecError
-from .params import SamplingParams
-from .request import SparseDraftProbs, VerifyRequest, VerifyResult
+from pyspec import checks
+from pyspec.arrays import device as dev
+from pyspec.arrays import host as host_arrays
+from pyspec._native.abi import Status
+from pyspec.arrays.view import ArrayView
+from pyspec._native.c_call import SequenceTable, check, new_error
+from pyspec._native.ffi import ffi, lib
+from pyspec.errors import PyspecError
+from pyspec.params import SamplingParams
+from pyspec.request import SparseDraftProbs, VerifyRequest, VerifyResult
 
 HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1  # pyspec_cuda_memcpy's kinds
 
@@ -244,7 +245,7 @@ class _Uploads:
             _same_device(a, device, name)
             self.keep.append(a.owner)
             return a.ptr, a.shape[0]
-        host = _arrays.token_ids(obj, name, n_vocab)
+        host = host_arrays.token_ids(obj, name, n_vocab)
         offset = 4 * sum(p.size for p in self.parts)
         self.parts.append(host)
         return ("blob", offset), host.size
@@ -318,7 +319,7 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None,
     arena = verifier.arena(out_bytes + (blob.nbytes if blob is not None else 0))
     base = arena.address()
     if blob is not None:
-        backend.memcpy(device, base + out_bytes, _arrays.address(blob), blob.nbytes, HOST_TO_DEVICE, s)
+        backend.memcpy(device, base + out_bytes, host_arrays.address(blob), blob.nbytes, HOST_TO_DEVICE, s)
 
     def address(ref):
         where, n = ref
@@ -337,7 +338,7 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None,
     verifier.enqueue(table.seqs, n_seqs, first.n_vocab, first.dtype, s)
     verifier.last_error(s)
     host = np.empty(out_bytes, dtype=np.uint8)
-    backend.memcpy(device, _arrays.address(host), base, out_bytes, DEVICE_TO_HOST, s)
+    backend.memcpy(device, host_arrays.address(host), base, out_bytes, DEVICE_TO_HOST, s)
     tokens = host[:4 * total_rows].view(np.int32)
     lps = host[4 * total_rows:8 * total_rows].view(np.float32)
     n_acc = host[8 * total_rows:].view(np.int64)
@@ -380,7 +381,7 @@ def verify_from_device_pointer(logits_address: int, n_vocab: int, draft_tokens_a
     n_vocab = checks.check_n_vocab(n_vocab)
     stride = checks.check_row_stride(row_stride, n_vocab)
     position = checks.check_position(position, n_draft)
-    code = _arrays.dtype_code(dtype)
+    code = host_arrays.dtype_code(dtype)
     s = stream_handle(stream)
     backend.require()
     verifier = backend.verifier(device, n_vocab, 1, n_draft + 1)

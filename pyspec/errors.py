@@ -1,7 +1,7 @@
 """Exceptions carrying the C library's status codes."""
 from __future__ import annotations
 
-from ._abi import Status
+from pyspec._native.abi import Status
 
 
 class PyspecError(ValueError):

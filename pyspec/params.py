@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._abi import MAX_PENALTY, MAX_PENALTY_WINDOW, Status
-from .errors import PyspecError
+from pyspec._native.abi import MAX_PENALTY, MAX_PENALTY_WINDOW, Status
+from pyspec.errors import PyspecError
 
 
 def _short(x: float) -> str:

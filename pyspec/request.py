@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .params import SamplingParams
+from pyspec.params import SamplingParams
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The counter-based draws: every uniform is a pure function of (seed, position, purpose)."""
 from __future__ import annotations
 
-from ._abi import Purpose
-from ._ffi import ffi, lib
+from pyspec._native.abi import Purpose
+from pyspec._native.ffi import ffi, lib
 
 
 def uniform(seed: int, position: int, purpose: Purpose, stream: int = 0) -> float:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._c_call import check, new_error
-from ._ffi import ffi, lib
+from pyspec._native.c_call import check, new_error
+from pyspec._native.ffi import ffi, lib
 
 SEPARATOR = int(lib.PYSPEC_SUFFIX_SEPARATOR)
 MAX_MATCH = int(lib.PYSPEC_SUFFIX_MAX_MATCH)

@@ -14,14 +14,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, _device_arrays, checks, cuda
-from ._abi import Status
-from ._c_call import SequenceTable, check, new_error
-from ._ffi import ffi, lib
-from .errors import PyspecError
-from .params import SamplingParams
-from .request import (DraftProbs, LogitsPointer, RowLogprobs, SparseDraftProbs,  # noqa: F401
-                      VerifyRequest, VerifyResult)
+from pyspec import checks, cuda
+from pyspec.arrays import device as device_arrays
+from pyspec.arrays import host as host_arrays
+from pyspec._native.abi import Status
+from pyspec._native.c_call import SequenceTable, check, new_error
+from pyspec._native.ffi import ffi, lib
+from pyspec.errors import PyspecError
+from pyspec.params import SamplingParams
+from pyspec.request import DraftProbs, LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
 
 DEFAULT_PARAMS = SamplingParams()
 THREADS_ENV = "PYSPEC_NUM_THREADS"
@@ -96,12 +97,12 @@ def _host_token_ids(tokens, name: str, n_vocab: int):
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
             raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", Status.DTYPE)
         if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
-            tokens = _arrays.token_ids(tokens, name, n_vocab)
+            tokens = host_arrays.token_ids(tokens, name, n_vocab)
         return n, ffi.from_buffer("int32_t[]", tokens), tokens
     try:
         return n, ffi.new(_INT32_ARRAY, tokens if type(tokens) is list else list(tokens)), None
     except (OverflowError, TypeError):
-        arr = _arrays.token_ids(tokens, name, n_vocab)  # raises with the index
+        arr = host_arrays.token_ids(tokens, name, n_vocab)  # raises with the index
         return arr.size, ffi.from_buffer("int32_t[]", arr), arr
 
 
@@ -113,13 +114,13 @@ def _host_draft_rows(probs: DraftProbs, n_draft: int, n_vocab: int, check_sums: 
         checks.check_sparse_probs_dtype(values.dtype.name)
         # Host token ids may be any integer type: a range-checked int32 copy (small: k x m).
         if np.issubdtype(tokens.dtype, np.integer):
-            tokens = _arrays.token_ids(tokens.ravel(), "draft_probs.tokens", n_vocab).reshape(tokens.shape)
+            tokens = host_arrays.token_ids(tokens.ravel(), "draft_probs.tokens", n_vocab).reshape(tokens.shape)
         values = np.ascontiguousarray(values)
-        t, p = _arrays.host_view(tokens, "draft_probs.tokens"), _arrays.host_view(values, "draft_probs.probs")
+        t, p = host_arrays.host_view(tokens, "draft_probs.tokens"), host_arrays.host_view(values, "draft_probs.probs")
         stride, per_row = checks.sparse_draft_rows(t, p, n_draft)
         keep += [tokens, values]
         return p.ptr, t.ptr, stride, per_row
-    view = _arrays.host_view(probs, "draft_probs")
+    view = host_arrays.host_view(probs, "draft_probs")
     stride = checks.dense_draft_rows(view, n_draft, n_vocab)
     if check_sums:
         checks.check_dense_rows_sum_to_one(view.owner)
@@ -184,7 +185,7 @@ class _HostCall:
 def _request_rows(req: VerifyRequest, prefix: str) -> checks.LogitsRows:
     n_draft = checks.draft_count(req.draft_tokens, f"{prefix}draft_tokens")
     name = f"{prefix}target_logits"
-    return checks.logits_rows(_arrays.host_view(req.target_logits, name), name, n_draft + 1)
+    return checks.logits_rows(host_arrays.host_view(req.target_logits, name), name, n_draft + 1)
 
 
 def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
@@ -244,7 +245,7 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     >>> len(r.tokens) == r.n_accepted + 1
     True
     """
-    if _device_arrays.is_device_array(target_logits):
+    if device_arrays.is_device_array(target_logits):
         return cuda.verify(target_logits, draft_tokens, draft_probs, params, position,
                            logprobs=logprobs, penalty_history=penalty_history, stream=stream)
     req = VerifyRequest(target_logits, draft_tokens, draft_probs, params, position, penalty_history)
@@ -264,7 +265,7 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     requests = checks.check_requests(requests)
     if not requests:
         return []
-    if any(_device_arrays.is_device_array(r.target_logits) for r in requests):
+    if any(device_arrays.is_device_array(r.target_logits) for r in requests):
         return cuda.verify_batch(requests, logprobs=logprobs, stream=stream)
     call = _HostCall(len(requests), logprobs, check_draft_probs)
     first = None
@@ -292,7 +293,7 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     ``check_draft_probs`` as in ``verify``.
     """
     logits_address = checks.check_address(logits_address, "logits_address")
-    code = _arrays.dtype_code(dtype)
+    code = host_arrays.dtype_code(dtype)
     n_vocab = checks.check_n_vocab(n_vocab)
     stride = checks.check_row_stride(row_stride, n_vocab)
     call = _HostCall(1, logprobs, check_draft_probs)
@@ -305,11 +306,11 @@ def _one_row(logits):
     """(logits pointer, n_vocab, dtype code, what must stay alive) of one row: an array or a
     LogitsPointer."""
     if isinstance(logits, LogitsPointer):
-        dtype = _arrays.dtype_code(logits.dtype)
+        dtype = host_arrays.dtype_code(logits.dtype)
         ptr = ffi.cast(_VOID_P, checks.check_address(logits.address, "LogitsPointer.address"))
         n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
         return ptr, n_vocab, dtype, None
-    rows = checks.logits_rows(_arrays.host_view(logits, "logits"), "logits", 1)
+    rows = checks.logits_rows(host_arrays.host_view(logits, "logits"), "logits", 1)
     return ffi.cast(_VOID_P, rows.view.ptr), rows.n_vocab, rows.dtype, rows.view.owner
 
 
@@ -359,8 +360,8 @@ def row_logprobs(logits, token: Optional[int] = None, n_top: int = 0) -> RowLogp
     token_lp = ffi.new(_FLOAT_ARRAY, 1)
     err = _VERIFIERS.err
     check(lib.pyspec_row_logprobs(ptr, n_vocab, dtype, c_token, n_top,
-                                  ffi.cast("int32_t *", _arrays.address(ids)),
-                                  ffi.cast("float *", _arrays.address(lps)), n_found, token_lp,
+                                  ffi.cast("int32_t *", host_arrays.address(ids)),
+                                  ffi.cast("float *", host_arrays.address(lps)), n_found, token_lp,
                                   err), err)
     n = int(n_found[0])
     return RowLogprobs(None if token is None else float(token_lp[0]), ids[:n], lps[:n])
@@ -374,7 +375,7 @@ def distribution(logits, params: SamplingParams = DEFAULT_PARAMS, *,
     out = np.empty(n_vocab, dtype=np.float32)
     err = _VERIFIERS.err
     check(lib.pyspec_distribution(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
-                                  ffi.cast("float *", _arrays.address(out)), err), err)
+                                  ffi.cast("float *", host_arrays.address(out)), err), err)
     return out
 
 
@@ -396,7 +397,7 @@ def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *,
     n = ffi.new("int64_t *")
     err = _VERIFIERS.err
     check(lib.pyspec_distribution_sparse(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
-                                         ffi.cast("int32_t *", _arrays.address(tokens)),
-                                         ffi.cast("float *", _arrays.address(probs)),
+                                         ffi.cast("int32_t *", host_arrays.address(tokens)),
+                                         ffi.cast("float *", host_arrays.address(probs)),
                                          capacity, n, err), err)
     return tokens[: n[0]], probs[: n[0]]

@@ -99,7 +99,7 @@ def test_draft_model_draws_follow_the_q_it_reports(qwen_logits, qwen_path):
     import llama_cpp
 
     from conftest import CODE_PROMPT
-    from pyspec.llama.drafters import DraftModel, draw_from
+    from pyspec.llama.drafting.draft_model import DraftModel, draw_from
     from pyspec.testing.models import ensure_model
     from pyspec.rng import Purpose
 

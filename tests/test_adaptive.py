@@ -1,7 +1,7 @@
 """The draft-length cost model, on synthetic costs (no model needed)."""
 import numpy as np
 
-from pyspec.llama.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
+from pyspec.llama.drafting.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
 
 
 def seed_costs(c, costs: dict) -> None:
@@ -186,7 +186,7 @@ def test_per_token_kinds_cut_a_draft_where_its_source_stops_agreeing():
     # Tokens the occurrences agreed on always pass, split ones never: a draft of three agreed
     # tokens then five split ones is cut after the third, though the draft's bucket as a
     # whole passes most of its tokens (the one-rate model verifies nearly all eight).
-    from pyspec.llama.adaptive import FREE_DRAFTER
+    from pyspec.llama.drafting.adaptive import FREE_DRAFTER
 
     c = DraftLengthController(0, 8, watch=FREE_DRAFTER)
     seed_costs(c, {n: 1.0 + 0.15 * (n - 1) for n in (1, 2, 3, 5, 9)})

@@ -4,7 +4,7 @@ import pytest
 
 import pyspec
 from pyspec import DraftProbsError, LogitsError, PyspecError, SparseDraftProbs
-from pyspec._abi import Status
+from pyspec._native.abi import Status
 
 V = 1000
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyspec.llama import cost_cache
-from pyspec.llama.costs import (STALE_ROUNDS, WINDOW, BatchCosts, default_prior,
+from pyspec.llama.drafting import cost_cache
+from pyspec.llama.drafting.costs import (STALE_ROUNDS, WINDOW, BatchCosts, default_prior,
                                 validate_ratios)
 from pyspec.testing.replay import replay_lookup
 

@@ -19,9 +19,9 @@ import pytest
 
 import pyspec
 from pyspec import PyspecError, SamplingParams, SparseDraftProbs, VerifyRequest
-from pyspec import _device_arrays as dev
-from pyspec._abi import Status
-from pyspec._ffi import ffi, lib
+from pyspec.arrays import device as dev
+from pyspec._native.abi import Status
+from pyspec._native.ffi import ffi, lib
 
 CUDA_STATUS = Status.CUDA
 

@@ -1,12 +1,12 @@
-"""The demo's choice between the draft model and prompt lookup (pyspec/llama/drafter_choice.py),
+"""The demo's choice between the draft model and prompt lookup (pyspec/llama/drafting/choice.py),
 from the machine's batch costs or from what an earlier run realised."""
 from types import SimpleNamespace
 
 import pytest
 
-from pyspec.llama.costs import BatchCosts
-from pyspec.llama.cost_cache import drafter_cache_file, save_drafter_record
-from pyspec.llama.drafter_choice import PAYS, draft_model_outlook, predicted_speedup
+from pyspec.llama.drafting.costs import BatchCosts
+from pyspec.llama.drafting.cost_cache import drafter_cache_file, save_drafter_record
+from pyspec.llama.drafting.choice import PAYS, draft_model_outlook, predicted_speedup
 
 
 def test_the_prediction_follows_the_batch_costs_and_the_draft_cost():

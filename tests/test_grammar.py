@@ -16,9 +16,9 @@ import pytest
 import llama_cpp
 import pyspec
 from pyspec.llama import SpeculativeLlama
-from pyspec.llama.constrained_rows import RowConstraints, kept_tokens
-from pyspec.llama.grammar_state import GrammarState
-from pyspec.llama.drafters import draw_from
+from pyspec.llama.constraints.rows import RowConstraints, kept_tokens
+from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.llama.drafting.draft_model import draw_from
 from pyspec.llama.speculative import Speculation
 from pyspec.rng import Purpose, uniform
 from pyspec.testing.near_tie import compare_texts, one_token_gap

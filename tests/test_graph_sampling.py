@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import pyspec
-from pyspec._abi import Status
-from pyspec._ffi import ffi
+from pyspec._native.abi import Status
+from pyspec._native.ffi import ffi
 from pyspec.errors import InvalidRequestError, LogitsError, PyspecError
 from pyspec.llama import SpeculativeLlama, enable_speculation
-from pyspec.llama._decode import BatchDecoder
-from pyspec.llama.graph_sampling import GraphSampler, graph_library, point_mass_result, sample_in_ggml
-from pyspec.llama_build import LLAMA_CPP_PYTHON_VERSION
-from pyspec.llama_graph_build import GraphSamplerUnavailable, build_graph_library
+from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.graph.sampling import GraphSampler, graph_library, point_mass_result, sample_in_ggml
+from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION
+from pyspec.llama.graph.build import GraphSamplerUnavailable, build_graph_library
 from pyspec.params import SamplingParams
 from reference import chisquare_pvalue
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyspec.llama_build import amx_capable, cached_wheel, cpu_flags, installed_amx_fix
+from pyspec.tools.install_llama import amx_capable, cached_wheel, cpu_flags, installed_amx_fix
 from pyspec.testing import build_probe
 from pyspec.testing.models import ensure_model
 
@@ -36,7 +36,7 @@ MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m")
 
 
 def _installed_build_has_amx() -> bool:
-    from pyspec.llama_guard import build_features, system_info
+    from pyspec.llama.runtime.guard import build_features, system_info
 
     return build_features(system_info()).get("AMX_INT8") == "1"
 

@@ -1,4 +1,4 @@
-"""pyspec's fix to ggml's AMX tile setup (pyspec/llama_amx_fix.py): the patching step, and
+"""pyspec's fix to ggml's AMX tile setup (pyspec/llama/runtime/amx_fix.py): the patching step, and
 the replacement function compiled with the AMX flags (any x86 host) and, on a CPU with
 AMX, run: the tile configuration the CPU holds afterwards, read back with
 ``_tile_storeconfig``, must be the one ggml's kernels expect, in every thread."""
@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from pyspec.llama_amx_fix import (FIX_VERSION, MARKER, AmxFixError, apply_to_tree, fix_version_in,
+from pyspec.llama.runtime.amx_fix import (FIX_VERSION, MARKER, AmxFixError, apply_to_tree, fix_version_in,
                                   patch_source, replacement)
-from pyspec.llama_build import cpu_flags
+from pyspec.tools.install_llama import cpu_flags
 
 # The shape of the function the fix replaces, written here from its description (a stack
 # struct filled member by member, then loaded).

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from pyspec.llama_build import (AMX_FIX_VERSION, AMX_OPTIONS, LlamaBuildError, amx_enabled,
+from pyspec.tools.install_llama import (AMX_FIX_VERSION, AMX_OPTIONS, LlamaBuildError, amx_enabled,
                                 cpu_flags, default_amx, derived_cmake_args, installed_amx_fix,
                                 plan_cmake_args, wheel_key)
-from pyspec.llama_guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
+from pyspec.llama.runtime.guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
                                 check_llama_build)
 
 SAPPHIRE_RAPIDS = frozenset("sse4_2 avx avx2 bmi2 fma f16c avx_vnni avx512f avx512cd avx512vl "
@@ -91,7 +91,7 @@ def test_the_amx_path_is_the_default_exactly_where_the_cpu_runs_it():
 
 
 def test_the_amx_key_changes_with_the_fix(monkeypatch):
-    import pyspec.llama_build as build
+    import pyspec.tools.install_llama as build
 
     amx = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64", amx=True)
     before = wheel_key(amx)
@@ -123,7 +123,7 @@ def test_the_guard_passes_the_installed_build_on_this_machine():
 
 
 def test_the_guard_refuses_before_the_model_loads(monkeypatch, tmp_path):
-    import pyspec.llama_guard as guard
+    import pyspec.llama.runtime.guard as guard
     from pyspec.llama import SpeculativeLlama
 
     monkeypatch.setattr(guard, "system_info", lambda: AMX_INFO)

@@ -11,7 +11,7 @@ import llama_cpp
 import pyspec
 from pyspec.llama import (DraftModel, PromptLookup, SpeculativeLlama, VocabularyMismatchError,
                           enable_speculation)
-from pyspec.llama._decode import BatchDecoder
+from pyspec.llama.batch_decoder import BatchDecoder
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap, one_token_row
 from reference import chisquare_pvalue, reference_distribution
 
@@ -506,7 +506,7 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
     for name in ("decode", "decode_sampled"):
         monkeypatch.setattr(BatchDecoder, name, counting(getattr(BatchDecoder, name)))
 
-    from pyspec.llama.cost_cache import cost_cache_file
+    from pyspec.llama.drafting.cost_cache import cost_cache_file
 
     def request(**kw):
         llm = SpeculativeLlama(gemma_path, draft="lookup", **dict(KW, **kw))

@@ -3,7 +3,7 @@ and edits learned as substitutions. (Its effect on real generation is measured i
 benchmarks/bench_generation.py; its exactness does not depend on it: drafts are point masses.)"""
 import pytest
 
-from pyspec.llama.lookup import PromptLookup
+from pyspec.llama.drafting.lookup import PromptLookup
 
 
 def drafts_along(lookup, prompt, output, k=4):

@@ -1,11 +1,11 @@
-"""A costly drafter never costs more than 3% over plain decoding (pyspec/llama/loss_budget.py),
+"""A costly drafter never costs more than 3% over plain decoding (pyspec/llama/drafting/loss_budget.py),
 on simulated machines where it loses and where it pays (no model needed: the controller is
 the one the loop uses, fed the Round records the loop feeds it)."""
 import numpy as np
 import pytest
 
-from pyspec.llama.adaptive import COSTLY_DRAFTER, DraftLengthController
-from pyspec.llama.loss_budget import FRACTION, LossBudget
+from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.loss_budget import FRACTION, LossBudget
 from pyspec.llama.rounds import Round
 
 
@@ -93,7 +93,7 @@ def test_credit_from_an_earlier_process_lets_a_drafter_that_paid_start_at_once()
 
 
 def test_the_record_round_trips_through_the_cache(tmp_path):
-    from pyspec.llama.cost_cache import load_drafter_record, save_drafter_record
+    from pyspec.llama.drafting.cost_cache import load_drafter_record, save_drafter_record
 
     _, c, _ = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, rounds=200)
     record = c.drafter_record()

@@ -96,7 +96,7 @@ def test_replay_refuses_an_empty_recording():
 def test_the_replay_feeds_the_controller_the_loops_round_records():
     """The replay drives the same protocol as the loop: one Round per round, to
     DraftLengthController.observe, counted by SpeculationStats.add_round."""
-    from pyspec.llama.adaptive import FREE_DRAFTER, DraftLengthController  # noqa: PLC0415
+    from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController  # noqa: PLC0415
 
     seen = []
 

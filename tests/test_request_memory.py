@@ -6,8 +6,8 @@ import threading
 import numpy as np
 import pytest
 
-from pyspec.llama.lookup import PromptLookup
-from pyspec.llama.request_memory import RequestMemory
+from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.drafting.request_memory import RequestMemory
 
 
 def test_a_later_request_drafts_what_an_earlier_one_answered():

@@ -63,7 +63,7 @@ def _cycles(graph: dict) -> list:
 
 def test_the_graph_sees_the_imports_it_should():
     graph = _import_graph()
-    assert "pyspec" in graph["pyspec.doctor"]  # `import pyspec` is an edge to the package
+    assert "pyspec" in graph["pyspec.tools.doctor"]  # `import pyspec` is an edge to the package
     assert "pyspec.checks" in graph["pyspec.cuda"]
     assert "pyspec.cuda" in graph["pyspec.verifier"]
     assert "pyspec.llama.speculative" in graph["pyspec.llama"]
@@ -86,16 +86,107 @@ def test_the_device_path_never_imports_the_host_path():
     assert "pyspec.verifier" not in reach, sorted(reach)
 
 
-# The command-line front ends may use the tooling (the demo models); nothing else may.
-FRONT_ENDS = {"pyspec.cli", "pyspec.cli_generate", "pyspec.doctor", "pyspec.bench", "pyspec.__main__"}
+# The layers, bottom up. A module's layer is named by where it lives; a new top-level module
+# must be placed here on purpose (test_every_module_has_a_layer).
+CORE_TOP = {"pyspec", "pyspec.errors", "pyspec.params", "pyspec.request", "pyspec.rng",
+            "pyspec.checks", "pyspec.verifier", "pyspec.cuda", "pyspec.suffix_index",
+            "pyspec.cache"}
+LAYERS = ("core", "llama", "serve", "testing", "tools")
 
 
-def test_the_library_never_imports_its_test_and_demo_tooling():
+def layer_of(module: str) -> str:
+    if module in CORE_TOP or module.startswith(("pyspec._native", "pyspec.arrays")):
+        return "core"
+    for name, prefix in (("llama", "pyspec.llama"), ("serve", "pyspec.serve"),
+                         ("testing", "pyspec.testing"), ("tools", "pyspec.tools")):
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    if module == "pyspec.__main__":
+        return "tools"
+    raise AssertionError(f"{module} belongs to no layer: place it in one (tests/test_structure.py)")
+
+
+# Which layers each layer may import. The library (core, llama, serve) never imports the
+# command line, the installer or the test tooling; the verifier core knows nothing of
+# llama.cpp; the tools may use everything.
+MAY_IMPORT = {
+    "core": {"core"},
+    "llama": {"core", "llama"},
+    "serve": {"core", "llama", "serve"},
+    "testing": {"core", "llama", "testing"},
+    "tools": set(LAYERS),
+}
+
+
+def layer_violations(graph: dict) -> dict:
+    found = {}
+    for module, deps in graph.items():
+        allowed = MAY_IMPORT[layer_of(module)]
+        bad = sorted(d for d in deps if layer_of(d) not in allowed)
+        if bad:
+            found[module] = bad
+    return found
+
+
+def test_every_module_has_a_layer():
     graph = _import_graph()
-    tooling = {m for m in graph if m == "pyspec.testing" or m.startswith("pyspec.testing.")}
-    assert {"pyspec.testing.models", "pyspec.testing.replay", "pyspec.testing.llama_chain"} <= tooling
-    library = set(graph) - tooling - FRONT_ENDS
-    offenders = {m: sorted(graph[m] & tooling) for m in library if graph[m] & tooling}
-    assert offenders == {}
-    for front in FRONT_ENDS & set(graph):  # and the library does not reach a front end
-        assert not any(front in graph[m] for m in library if m not in FRONT_ENDS), front
+    assert {layer_of(m) for m in graph} == set(LAYERS)
+    assert layer_of("pyspec.llama.drafting.lookup") == "llama"
+    assert layer_of("pyspec._native.ffi") == layer_of("pyspec.arrays.view") == "core"
+
+
+def test_imports_run_down_the_layers():
+    graph = _import_graph()
+    assert layer_violations(graph) == {}
+    # planted: the loop importing the installer, the core importing the loop
+    planted = dict(graph)
+    planted["pyspec.llama.speculative"] = graph["pyspec.llama.speculative"] | {"pyspec.tools.install_llama"}
+    planted["pyspec.verifier"] = graph["pyspec.verifier"] | {"pyspec.llama.stats"}
+    assert layer_violations(planted) == {
+        "pyspec.llama.speculative": ["pyspec.tools.install_llama"],
+        "pyspec.verifier": ["pyspec.llama.stats"],
+    }
+
+
+def _third_party_imports(path: Path) -> set:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_core_never_imports_llama_cpp():
+    core = [p for p in PACKAGE.rglob("*.py") if layer_of(_module_name(p)) == "core"]
+    assert len(core) >= 15
+    offenders = sorted(str(p.relative_to(PACKAGE)) for p in core
+                       if {"llama_cpp", "fastapi", "uvicorn"} & _third_party_imports(p))
+    assert offenders == []
+    assert "llama_cpp" in _third_party_imports(PACKAGE / "llama" / "speculative.py")  # it sees them
+
+
+# Where users import from today (README, docs, the examples): these must keep working.
+PUBLIC_NAMES = {
+    "pyspec": ["verify", "verify_batch", "verify_from_pointer", "sample", "distribution",
+               "distribution_sparse", "row_logprobs", "SamplingParams", "VerifyRequest",
+               "VerifyResult", "SparseDraftProbs", "LogitsPointer", "RowLogprobs", "Purpose",
+               "philox4x32_10", "uniform", "PyspecError", "LogitsError", "DraftProbsError",
+               "CapacityError", "cuda", "cuda_available", "SIMD", "HAS_CUDA",
+               "default_threads"],
+    "pyspec.llama": ["SpeculativeLlama", "enable_speculation", "Speculation", "SpeculationStats",
+                     "PromptLookup", "DraftModel", "CallableDrafter", "Draft", "Drafter",
+                     "DraftLengthController", "ClosedError", "VocabularyMismatchError",
+                     "check_compatible", "sampling_params_for", "unsupported_reason"],
+    "pyspec.serve": ["main", "build_parser"],
+    "pyspec.cuda": ["verify", "verify_batch", "cuda_available", "device_count"],
+}
+
+
+def test_public_names_stay_where_users_import_them():
+    import importlib
+
+    missing = {module: [n for n in names if not hasattr(importlib.import_module(module), n)]
+               for module, names in PUBLIC_NAMES.items()}
+    assert missing == {module: [] for module in PUBLIC_NAMES}

@@ -131,7 +131,7 @@ def main(argv=None) -> int:
 
     import pyspec  # noqa: PLC0415
     from pyspec.llama import SpeculativeLlama  # noqa: PLC0415
-    from pyspec.llama.graph_sampling import GraphSampler  # noqa: PLC0415
+    from pyspec.llama.graph.sampling import GraphSampler  # noqa: PLC0415
     from pyspec.llama.speculative import model_output_on_gpu  # noqa: PLC0415
     from pyspec.params import SamplingParams  # noqa: PLC0415
     from pyspec.testing.graph_rounds import paired_rounds  # noqa: PLC0415

@@ -1,11 +1,12 @@
 """pyspec's llama-cpp-python integration: speculative decoding on real GGUF models."""
-from .adaptive import DraftLengthController
-from .compat import VocabularyMismatchError, check_compatible
-from .drafters import CallableDrafter, Draft, Drafter, DraftModel
-from .lookup import PromptLookup
-from .speculative import (ClosedError, Speculation, SpeculativeLlama, enable_speculation,
-                          sampling_params_for, unsupported_reason)
-from .stats import SpeculationStats
+from pyspec.llama.drafting.adaptive import DraftLengthController
+from pyspec.llama.compat import VocabularyMismatchError, check_compatible
+from pyspec.llama.drafting.base import Draft, Drafter
+from pyspec.llama.drafting.callable import CallableDrafter
+from pyspec.llama.drafting.draft_model import DraftModel
+from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.speculative import ClosedError, Speculation, SpeculativeLlama, enable_speculation, sampling_params_for, unsupported_reason
+from pyspec.llama.stats import SpeculationStats
 
 __all__ = [
     "CallableDrafter", "ClosedError", "Draft", "DraftLengthController", "DraftModel", "Drafter",

@@ -5,7 +5,7 @@ consume ``Llama.generate``; replacing that one generator gives every one of them
 speculative decoding with stop strings, ``max_tokens``, ``seed`` and the sampling
 parameters untouched. Grammars (JSON schema and JSON mode included) and logits processors
 are applied to every verify row before the fused verifier samples it
-(``constrained_rows.py``). Requests that use something the verifier cannot honour yet
+(``constraints/rows.py``). Requests that use something the verifier cannot honour yet
 (mirostat, typical-p) run llama-cpp-python's plain loop instead, and the log says so once per
 reason: the distribution is never silently changed.
 """
@@ -28,30 +28,31 @@ import numpy as np
 
 import llama_cpp
 
-from .._abi import MAX_GRAPH_TOP, MAX_PENALTY_WINDOW
-from ..checks import penalty_window
-from ..errors import InvalidRequestError, PyspecError
-from ..llama_graph_build import GraphSamplerUnavailable
-from ..llama_guard import check_llama_build
-from ..params import SamplingParams
-from ..request import LogitsPointer, VerifyResult
-from ..verifier import row_logprobs, verify, verify_from_pointer
-from ._decode import BatchDecoder
-from .adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
-from .completion_logprobs import check_n_top, completion_logprobs
-from .constrained_rows import RowConstraints
-from .cost_cache import (cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios,
-                         save_drafter_record, save_ratios)
-from .drafter_choice import size_ratio
-from .drafters import CallableDrafter, Draft, Drafter, DraftModel
-from .combined import CombinedDrafter
-from .lookup import PromptLookup
-from .request_memory import DEFAULT_MAX_TOKENS, RequestMemory
-from .prefix_reuse import PrefixReuse
-from .grammar_state import GrammarState
-from .graph_sampling import GraphSampler, graph_unavailable_reason, point_mass_result
-from .rounds import Round
-from .stats import SpeculationStats
+from pyspec._native.abi import MAX_GRAPH_TOP, MAX_PENALTY_WINDOW
+from pyspec.checks import penalty_window
+from pyspec.errors import InvalidRequestError, PyspecError
+from pyspec.llama.graph.build import GraphSamplerUnavailable
+from pyspec.llama.runtime.guard import check_llama_build
+from pyspec.params import SamplingParams
+from pyspec.request import LogitsPointer, VerifyResult
+from pyspec.verifier import row_logprobs, verify, verify_from_pointer
+from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
+from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
+from pyspec.llama.constraints.rows import RowConstraints
+from pyspec.llama.drafting.cost_cache import cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios, save_drafter_record, save_ratios
+from pyspec.llama.drafting.choice import size_ratio
+from pyspec.llama.drafting.base import Draft, Drafter
+from pyspec.llama.drafting.callable import CallableDrafter
+from pyspec.llama.drafting.draft_model import DraftModel
+from pyspec.llama.drafting.combined import CombinedDrafter
+from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS, RequestMemory
+from pyspec.llama.prefix_reuse import PrefixReuse
+from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.llama.graph.sampling import GraphSampler, graph_unavailable_reason, point_mass_result
+from pyspec.llama.rounds import Round
+from pyspec.llama.stats import SpeculationStats
 
 log = logging.getLogger("pyspec")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from .rounds import Round
+from pyspec.llama.rounds import Round
 
 
 @dataclass

@@ -29,7 +29,7 @@ def _check_server_packages() -> None:
 def build_parser() -> argparse.ArgumentParser:
     from llama_cpp.server.cli import add_args_from_model
 
-    from .settings import SpeculativeSettings
+    from pyspec.serve.settings import SpeculativeSettings
 
     parser = argparse.ArgumentParser(
         prog="pyspec serve",
@@ -59,8 +59,7 @@ def load_settings(args):
     """(server settings, [model settings]) from the config file or the command line."""
     from llama_cpp.server.cli import parse_model_from_args
 
-    from .settings import (SpeculativeConfigFileSettings, SpeculativeModelSettings,
-                           SpeculativeServerSettings)
+    from pyspec.serve.settings import SpeculativeConfigFileSettings, SpeculativeModelSettings, SpeculativeServerSettings
 
     config_file = os.environ.get("CONFIG_FILE", args.config_file)
     if config_file:
@@ -98,8 +97,8 @@ def main(argv=None) -> int:
         return 2
     import uvicorn
 
-    from ..llama_guard import UnsafeLlamaBuildError
-    from .app import create_app
+    from pyspec.llama.runtime.guard import UnsafeLlamaBuildError
+    from pyspec.serve.app import create_app
 
     try:
         app = create_app(server_settings, model_settings)

@@ -24,10 +24,10 @@ import llama_cpp
 import llama_cpp.server.app as server_app
 from llama_cpp.server.model import LlamaProxy
 
-from ..llama import enable_speculation
-from .metrics import Metrics
-from .request_body import JsonBodyMiddleware
-from .response_stats import ResponseStatsMiddleware, StatsById
+from pyspec.llama import enable_speculation
+from pyspec.serve.metrics import Metrics
+from pyspec.serve.request_body import JsonBodyMiddleware
+from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
 
 
 
@@ -121,7 +121,7 @@ def _invalid_request(error) -> Optional[str]:
         return "invalid request: " + "; ".join(parts)
     from pydantic import ValidationError
 
-    from ..errors import InvalidRequestError
+    from pyspec.errors import InvalidRequestError
 
     if isinstance(error, ValidationError):  # a request model built inside the route
         return f"invalid request: {error}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from ..llama.stats import SpeculationStats
+from pyspec.llama.stats import SpeculationStats
 
 
 def _label(value: str) -> str:

@@ -27,8 +27,8 @@ def _stream_grammar_problem(request) -> str:
     import llama_cpp
     import llama_cpp.server.app as server_app
 
-    from ..errors import InvalidRequestError
-    from ..llama.speculative import check_grammar
+    from pyspec.errors import InvalidRequestError
+    from pyspec.llama.speculative import check_grammar
 
     proxy = server_app._llama_proxy
     llama = getattr(proxy, "_current_model", None)

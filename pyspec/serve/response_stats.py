@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from typing import Optional
 
-from ..llama.stats import SpeculationStats
+from pyspec.llama.stats import SpeculationStats
 
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/engines/copilot-codex/completions")
 

@@ -79,7 +79,7 @@ def _load(model: str, n_threads: int, extra_bufts: bool, n_batch: int = 512):
 
 
 def _decoder(llama):
-    from pyspec.llama._decode import BatchDecoder
+    from pyspec.llama.batch_decoder import BatchDecoder
 
     return BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
 

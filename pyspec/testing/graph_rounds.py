@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from ..llama.graph_sampling import GraphSampler
-from ..verifier import verify_from_pointer
+from pyspec.llama.graph.sampling import GraphSampler
+from pyspec.verifier import verify_from_pointer
 
 
 def host_round(llm, batch, n_past, params) -> tuple:

@@ -12,7 +12,7 @@ import ctypes
 
 import numpy as np
 
-from ..params import SamplingParams
+from pyspec.params import SamplingParams
 
 try:
     import llama_cpp
@@ -20,7 +20,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("pyspec.testing.llama_chain needs llama-cpp-python (pip install "
                       "llama-cpp-python==0.3.36)") from exc
 
-from ..llama.grammar_state import TOKEN_DATA  # noqa: E402 (after the llama_cpp check)
+from pyspec.llama.constraints.grammar import TOKEN_DATA  # noqa: E402 (after the llama_cpp check)
 
 
 class LlamaCppChain:

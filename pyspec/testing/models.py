@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import cache_dir
+from pyspec.cache import cache_dir
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_
     prompt once, then ``n_tokens`` greedy tokens one at a time, then the same tokens again in
     batches of each size with every row's logits. The Llama's cache is left empty
     (``n_tokens = 0``), so its next request evaluates afresh."""
-    from ..llama._decode import BatchDecoder
+    from pyspec.llama.batch_decoder import BatchDecoder
 
     if prompt_tokens is None:
         prompt_tokens = llama.tokenize(MEASURE_PROMPT.encode(), special=True)

@@ -23,10 +23,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..llama.adaptive import FREE_DRAFTER, DraftLengthController
-from ..llama.lookup import PromptLookup
-from ..llama.rounds import Round
-from ..llama.stats import SpeculationStats
+from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.rounds import Round
+from pyspec.llama.stats import SpeculationStats
 
 
 @dataclass

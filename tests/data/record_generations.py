@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 from bench_generation import PROMPTS  # noqa: E402
 
 from pyspec.llama import SpeculativeLlama  # noqa: E402
-from pyspec.llama._decode import BatchDecoder  # noqa: E402
+from pyspec.llama.batch_decoder import BatchDecoder  # noqa: E402
 from pyspec.testing.models import ensure_model  # noqa: E402
 
 # speculative: False (plain llama-cpp-python), True (pyspec, draft length fixed at 8) or

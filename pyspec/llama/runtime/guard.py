@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 
-from .llama_build import LLAMA_ISSUE, build_features, cpu_flags  # noqa: F401 (re-exported)
-from .llama_build import installed_amx_fix
+from pyspec.llama.runtime.build_info import LLAMA_ISSUE, build_features, cpu_flags  # noqa: F401 (re-exported)
+from pyspec.llama.runtime.build_info import installed_amx_fix
 
 ALLOW_ENV = "PYSPEC_ALLOW_AMX"
 

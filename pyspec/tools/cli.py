@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from .cli_generate import AutoDraft, UsageError, add_generation_args, run
-from .llama_build import LLAMA_CPP_PYTHON_VERSION
+from pyspec.tools.generate import AutoDraft, UsageError, add_generation_args, run
+from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION
 
 DEMO_PROMPT = (
     "<|im_start|>user\nRename the variable `total_price` to `grand_total` in this code and "
@@ -27,15 +27,15 @@ DEMO_PROMPT = (
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve"]:  # llama_cpp.server's many options: its own parser
-        from .serve import main as serve_main
+        from pyspec.serve import main as serve_main
 
         return serve_main(argv[1:])
     if argv[:1] == ["bench"]:
-        from .bench import main as bench_main
+        from pyspec.tools.bench import main as bench_main
 
         return bench_main(argv[1:])
     if argv[:1] == ["install-llama"]:  # its options live with it (pyspec install-llama --help)
-        from .llama_build import main as install_main
+        from pyspec.tools.install_llama import main as install_main
 
         return install_main(argv[1:])
     parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
@@ -67,10 +67,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
-        from .doctor import main as doctor_main
+        from pyspec.tools.doctor import main as doctor_main
 
         return doctor_main()
-    from .llama_guard import UnsafeLlamaBuildError
+    from pyspec.llama.runtime.guard import UnsafeLlamaBuildError
 
     try:
         return _dispatch(parser, args)
@@ -90,7 +90,7 @@ def _dispatch(parser, args) -> int:
                 if not os.path.isfile(path):
                     parser.error(f"{flag} {path}: no such file")
             return run(args.model, args.model_draft or "lookup", args, DEMO_PROMPT)
-        from .testing.models import ensure_model
+        from pyspec.testing.models import ensure_model
 
         target = str(ensure_model("qwen2.5-coder-1.5b"))
         if args.lookup or args.no_draft or args.plain:

@@ -11,7 +11,7 @@ emitted, and the loss budget charges that catch-up to the round that needs it.
 """
 from __future__ import annotations
 
-from .drafters import Drafter
+from pyspec.llama.drafting.base import Drafter
 
 
 class CombinedDrafter(Drafter):

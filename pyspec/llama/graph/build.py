@@ -23,8 +23,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from .llama_build import LLAMA_CPP_PYTHON_VERSION
-from .cache import cache_dir
+from pyspec.llama.runtime.build_info import LLAMA_CPP_PYTHON_VERSION
+from pyspec.cache import cache_dir
 
 LIBRARY_ENV = "PYSPEC_LLAMA_GRAPH_LIBRARY"  # a prebuilt libpyspec_llama (tests, CI, devices)
 # PYSPEC_GRAPH_SANITIZE=1: build it with AddressSanitizer + UndefinedBehaviorSanitizer (CI;
@@ -32,10 +32,10 @@ LIBRARY_ENV = "PYSPEC_LLAMA_GRAPH_LIBRARY"  # a prebuilt libpyspec_llama (tests,
 SANITIZE_ENV = "PYSPEC_GRAPH_SANITIZE"
 _SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                    "-fno-omit-frame-pointer", "-g"]
-_HERE = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the package directory, pyspec/
 # The C sources and the headers they include: beside the package in a wheel
 # (CMake installs them into pyspec/_csrc), csrc/ in a source checkout.
-_SOURCE_DIRS = (_HERE / "_csrc", _HERE.parent / "csrc")
+_SOURCE_DIRS = (_PACKAGE_DIR / "_csrc", _PACKAGE_DIR.parent / "csrc")
 # errors.c and penalties.c: libpyspec's messages and parameter checks, shared, not copied.
 _C_FILES = ("llama/graph_sampler.c", "llama/graph_ops.c", "llama/graph_state.c", "llama/graph_host.c",
             "errors.c", "penalties.c")

@@ -24,8 +24,8 @@ import platform
 from pathlib import Path
 from typing import Optional
 
-from ..cache import cache_dir
-from .costs import validate_ratios
+from pyspec.cache import cache_dir
+from pyspec.llama.drafting.costs import validate_ratios
 
 log = logging.getLogger("pyspec")
 FORMAT = 2  # 1: absolute seconds per size (sessions before the online cost model)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import cffi
 
-_HERE = Path(__file__).resolve().parent
+# The package directory (pyspec/), where CMake installs the library and its header.
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _LIB_NAMES = {"linux": "libpyspec.so", "darwin": "libpyspec.dylib", "win32": "pyspec.dll"}
 LIBRARY_ENV = "PYSPEC_LIBRARY"
 
@@ -25,11 +26,11 @@ def _library_name() -> str:
 
 
 def _header_path(lib_path: Path) -> Path:
-    for candidate in (lib_path.parent / "pyspec.h", _HERE / "pyspec.h",
-                      _HERE.parent / "csrc" / "pyspec.h"):
+    for candidate in (lib_path.parent / "pyspec.h", _PACKAGE_DIR / "pyspec.h",
+                      _PACKAGE_DIR.parent / "csrc" / "pyspec.h"):
         if candidate.is_file():
             return candidate
-    raise ImportError(f"pyspec: cannot find pyspec.h beside {lib_path} or in {_HERE}")
+    raise ImportError(f"pyspec: cannot find pyspec.h beside {lib_path} or in {_PACKAGE_DIR}")
 
 
 def _cdef_from_header(header: Path) -> str:
@@ -50,16 +51,16 @@ def _find_library() -> Path:
     searched = []
     # Beside the package first; then every other directory of the package (an editable
     # install keeps the compiled library in site-packages and the sources elsewhere).
-    package = sys.modules.get(__package__)  # being imported: its __path__ is already set
-    for directory in [_HERE, *map(Path, getattr(package, "__path__", []))]:
+    package = sys.modules.get("pyspec")  # being imported: its __path__ is already set
+    for directory in [_PACKAGE_DIR, *map(Path, getattr(package, "__path__", []))]:
         path = directory / _library_name()
         if str(path) not in searched:
             searched.append(str(path))
         if path.is_file():
             return path
     hint = ""
-    if (_HERE.parent / "CMakeLists.txt").is_file():  # imported from a source checkout
-        hint = (f" This is the source tree ({_HERE.parent}): Python imported pyspec from it "
+    if (_PACKAGE_DIR.parent / "CMakeLists.txt").is_file():  # imported from a source checkout
+        hint = (f" This is the source tree ({_PACKAGE_DIR.parent}): Python imported pyspec from it "
                 "instead of the installed package; run from another directory (cd ~) after "
                 "`pip install .`, or set " + LIBRARY_ENV + " to a library built with CMake.")
     raise ImportError(

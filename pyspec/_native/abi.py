@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from ._ffi import ffi, lib
+from pyspec._native.ffi import ffi, lib
 
 
 def _enum(name: str, c_type: str, prefix: str, doc: str) -> type:

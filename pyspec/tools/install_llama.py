@@ -12,7 +12,7 @@ So this module:
    by default); on other architectures llama.cpp's own defaults are kept (AMX is x86-only);
 2. on a CPU with AMX (``default_amx``; ``--no-amx`` says no, ``--amx`` insists) the AMX
    options are on, and the build is made from the sdist with pyspec's fix to ggml's tile
-   setup applied (``llama_amx_fix.py``), keyed with the fix's version; elsewhere the three
+   setup applied (``pyspec/llama/runtime/amx_fix.py``), keyed with the fix's version; elsewhere the three
    ``GGML_AMX_*`` options are off;
 3. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing those that
    bring the crash back without the fix (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
@@ -39,7 +39,10 @@ import sys
 import time
 from pathlib import Path
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+from pyspec.llama.runtime.build_info import (  # noqa: F401 (part of the installer's interface)
+    LLAMA_CPP_PYTHON_VERSION, LLAMA_ISSUE, build_features, cpu_flags, installed_amx_fix,
+    installed_cpu_libraries)
+
 # Bumped when the recipe below changes, so that wheels built by an older recipe are not reused.
 RECIPE_VERSION = 1
 
@@ -59,8 +62,7 @@ X86_OPTIONS = (
     ("GGML_AVX512_BF16", ("avx512f", "avx512_bf16")),
 )
 AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
-LLAMA_ISSUE = "llama.cpp issue #20824"
-from .llama_amx_fix import FIX_VERSION as AMX_FIX_VERSION  # noqa: E402
+from pyspec.llama.runtime.amx_fix import FIX_VERSION as AMX_FIX_VERSION  # noqa: E402
 
 
 class LlamaBuildError(RuntimeError):
@@ -69,32 +71,6 @@ class LlamaBuildError(RuntimeError):
 
 def _log(message: str) -> None:
     print(f"pyspec: {message}", file=sys.stderr, flush=True)
-
-
-def build_features(system_info: str) -> dict:
-    """``llama_print_system_info()`` parsed: {"AVX2": "1", "AMX_INT8": "1", ...}."""
-    features = {}
-    for part in system_info.replace("\n", "|").split("|"):
-        if "=" in part:
-            name, _, value = part.rpartition("=")
-            name = name.split(":")[-1].strip()
-            if name:
-                features[name] = value.strip()
-    return features
-
-
-def cpu_flags(cpuinfo: str | None = None) -> frozenset:
-    """The CPU's feature flags as the kernel lists them (empty where there is no cpuinfo)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return frozenset()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
 
 
 def is_x86(machine: str | None = None) -> bool:
@@ -108,7 +84,7 @@ def amx_capable(flags: frozenset, machine: str | None = None) -> bool:
 
 def derived_cmake_args(flags: frozenset, machine: str | None = None, amx: bool = False) -> list:
     """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name; AMX only
-    with ``amx`` (the build then gets pyspec's fix, llama_amx_fix.py)."""
+    with ``amx`` (the build then gets pyspec's fix, pyspec/llama/runtime/amx_fix.py)."""
     if not is_x86(machine):
         return []
     args = ["-DGGML_NATIVE=OFF"]
@@ -184,7 +160,7 @@ def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
 
 
 def wheel_dir(cmake_args: list, cache_root: Path | None = None) -> Path:
-    from .cache import cache_dir
+    from pyspec.cache import cache_dir
 
     root = cache_root or cache_dir() / "llama-build"
     return root / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-{wheel_key(cmake_args)}"
@@ -243,7 +219,7 @@ def _patched_source(out_dir: Path) -> Path:
     """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
     import tarfile
 
-    from .llama_amx_fix import apply_to_tree
+    from pyspec.llama.runtime.amx_fix import apply_to_tree
 
     # One download for every AMX build of this version (the fix's version changes the key).
     sdist_dir = out_dir.parent / f"sdist-{LLAMA_CPP_PYTHON_VERSION}"
@@ -273,7 +249,7 @@ def _patched_source(out_dir: Path) -> Path:
 
 def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
     """pip wheel with the cache off, streaming a progress line every 10% of the compile. An
-    AMX build is made from the sdist with pyspec's fix applied (llama_amx_fix.py)."""
+    AMX build is made from the sdist with pyspec's fix applied (pyspec/llama/runtime/amx_fix.py)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "build.log"
     env = dict(os.environ)
@@ -316,7 +292,7 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
         import shutil
 
         shutil.rmtree(out_dir / "src", ignore_errors=True)
-    from .machine import machine_info, now_iso
+    from pyspec.tools.machine import machine_info, now_iso
 
     # datetime and machine_info: benchmarks/readme_tables.py --take-build shows the build
     # time in the README with when and where it was measured.
@@ -360,30 +336,6 @@ def _check_installed(amx: bool) -> str:
         raise LlamaBuildError(f"the installed llama-cpp-python {'has' if has_amx else 'lacks'} "
                               f"AMX, which was {'not ' if not amx else ''}asked for: {info}")
     return info
-
-
-def installed_cpu_libraries() -> list:
-    """The installed llama-cpp-python's ggml CPU back-end library files (found without
-    importing llama_cpp, which would load them)."""
-    from importlib.util import find_spec
-
-    spec = find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    found = []
-    for package in spec.submodule_search_locations:
-        found += sorted(Path(package).glob("lib/libggml-cpu*.so*"))
-    return [path for path in found if path.is_file() and not path.is_symlink()]
-
-
-def installed_amx_fix() -> int:
-    """The version of pyspec's AMX fix compiled into the installed llama-cpp-python (0:
-    none). Read from the library itself, so it holds whatever cache the wheel came from."""
-    from .llama_amx_fix import fix_version_in
-
-    # The wheel carries the same library under several names (.so, .so.0, .so.0.x.y): the
-    # first that has the marker answers, so a fixed build is read once, not three times.
-    return next((v for v in map(fix_version_in, installed_cpu_libraries()) if v), 0)
 
 
 def default_amx(flags: frozenset | None = None, machine: str | None = None) -> bool:

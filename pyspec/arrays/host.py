@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _device_arrays
-from ._abi import Dtype, Status
-from ._array_view import ArrayView, element_strides
-from .errors import PyspecError
+from pyspec.arrays import device as device_arrays
+from pyspec._native.abi import Dtype, Status
+from pyspec.arrays.view import ArrayView, element_strides
+from pyspec.errors import PyspecError
 
 DTYPE_NAMES = {"float32": Dtype.F32, "f32": Dtype.F32, "float16": Dtype.F16, "f16": Dtype.F16,
                "bfloat16": Dtype.BF16, "bf16": Dtype.BF16}
@@ -31,7 +31,7 @@ def as_array(obj, name: str) -> np.ndarray:
     """
     if isinstance(obj, np.ndarray):
         return obj
-    if _device_arrays.is_device_array(obj):
+    if device_arrays.is_device_array(obj):
         raise PyspecError(f"{name} lives on a CUDA device but this call reads host arrays "
                           "(device logits are verified on the GPU by pyspec.verify / "
                           "verify_batch, with draft_probs on the same device; sample and "

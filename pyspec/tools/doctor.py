@@ -27,7 +27,7 @@ def check_pyspec(report: Report) -> None:
     import numpy as np
 
     import pyspec
-    from pyspec._ffi import library_path
+    from pyspec._native.ffi import library_path
 
     report.add(OK, "pyspec", f"{pyspec.__version__}, library {library_path}, SIMD path "
                              f"{pyspec.SIMD}, {pyspec.default_threads()} threads per call")
@@ -42,9 +42,8 @@ def check_pyspec(report: Report) -> None:
 
 
 def check_llama(report: Report) -> None:
-    from .llama_build import (LLAMA_CPP_PYTHON_VERSION, LlamaBuildError, cpu_flags,
-                              installed_amx_fix, installed_build, probe_installed)
-    from .llama_guard import amx_crash_reason, build_features
+    from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION, LlamaBuildError, cpu_flags, installed_amx_fix, installed_build, probe_installed
+    from pyspec.llama.runtime.guard import amx_crash_reason, build_features
 
     try:  # in a child process: a broken llama-cpp-python must not take the doctor down
         version, info = probe_installed()
@@ -80,7 +79,7 @@ def check_llama(report: Report) -> None:
 
 def check_graph_sampler(report: Report) -> None:
     """Builds (once) the in-graph sampler against the installed llama-cpp-python."""
-    from .llama_graph_build import GraphSamplerUnavailable, build_graph_library
+    from pyspec.llama.graph.build import GraphSamplerUnavailable, build_graph_library
 
     try:
         path = build_graph_library()
@@ -105,8 +104,8 @@ def check_cuda(report: Report) -> None:
 
 
 def check_models(report: Report) -> None:
-    from .cache import cache_dir
-    from .testing.models import MODELS
+    from pyspec.cache import cache_dir
+    from pyspec.testing.models import MODELS
 
     for spec in MODELS.values():
         path = cache_dir() / "models" / spec.filename
@@ -121,8 +120,8 @@ def check_models(report: Report) -> None:
 
 
 def check_cost_cache(report: Report) -> None:
-    from .llama.cost_cache import cache_enabled, read_ratios
-    from .cache import cache_dir
+    from pyspec.llama.drafting.cost_cache import cache_enabled, read_ratios
+    from pyspec.cache import cache_dir
 
     if not cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")

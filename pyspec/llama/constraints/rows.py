@@ -26,9 +26,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..errors import InvalidRequestError, LogitsError
-from ..params import SamplingParams
-from .grammar_state import GrammarState
+from pyspec.errors import InvalidRequestError, LogitsError
+from pyspec.params import SamplingParams
+from pyspec.llama.constraints.grammar import GrammarState
 
 # Tokens checked per step of the walk down the row: first those tied at the maximum, then
 # about these many more each time (cumulative), then the rest of the vocabulary.

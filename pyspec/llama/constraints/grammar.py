@@ -18,7 +18,7 @@ import numpy as np
 
 import llama_cpp
 
-from ..errors import InvalidRequestError
+from pyspec.errors import InvalidRequestError
 
 # The layout of llama.cpp's struct llama_token_data {int32 id; float logit; float p;}: a
 # numpy array of it is a llama_token_data_array's data, passed without a copy.

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ._ffi import ffi
-from .errors import raise_for_status
-from .params import SamplingParams
+from pyspec._native.ffi import ffi
+from pyspec.errors import raise_for_status
+from pyspec.params import SamplingParams
 
 # (probabilities, tokens or None for dense rows, row stride, entries per row or 0 for dense)
 DraftRows = Tuple[object, object, int, int]

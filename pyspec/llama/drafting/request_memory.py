@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..suffix_index import SEPARATOR, SuffixDraft, SuffixIndex
+from pyspec.suffix_index import SEPARATOR, SuffixDraft, SuffixIndex
 
 DEFAULT_MAX_TOKENS = 65536
 MIN_MATCH = 2  # a one-token match across requests says little

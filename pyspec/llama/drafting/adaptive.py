@@ -35,9 +35,9 @@ from typing import Optional
 
 import numpy as np
 
-from .costs import BatchCosts
-from .loss_budget import CARRY_CAP, LossBudget
-from .rounds import Round
+from pyspec.llama.drafting.costs import BatchCosts
+from pyspec.llama.drafting.loss_budget import CARRY_CAP, LossBudget
+from pyspec.llama.rounds import Round
 
 MAX_EXPLORE_INTERVAL = 256
 WARMUP_PLAIN_ROUNDS = 3

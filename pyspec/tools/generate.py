@@ -191,7 +191,7 @@ def declined_draft_hint(spec, stats) -> str:
     """Why a draft model barely drafted, when the cost model decided against it: on a small
     machine a draft model can cost too much per token to pay for itself, and the user should
     hear that rather than wonder why there is no speedup."""
-    from .llama.drafters import DraftModel
+    from pyspec.llama.drafting.draft_model import DraftModel
 
     ctl = spec.costly_controller
     steps = stats.verify_steps + stats.plain_steps
@@ -215,13 +215,13 @@ def declined_draft_hint(spec, stats) -> str:
 @dataclass
 class AutoDraft:
     """The demo's default: this draft model where it pays on this machine, else prompt lookup
-    (pyspec/llama/drafter_choice.py decides, and the demo says which and why)."""
+    (pyspec/llama/drafting/choice.py decides, and the demo says which and why)."""
     path: str
 
 
 def _choose_drafter(llm, target: str, auto: AutoDraft, build):
     """The lookup-drafted ``llm``, or a new one with the draft model if that pays here."""
-    from .llama.drafter_choice import draft_model_outlook
+    from pyspec.llama.drafting.choice import draft_model_outlook
 
     outlook = draft_model_outlook(llm.speculation, target, auto.path)
     name = os.path.basename(auto.path)
@@ -236,7 +236,7 @@ def _choose_drafter(llm, target: str, auto: AutoDraft, build):
 
 
 def run(target: str, draft, args, default_prompt: str) -> int:
-    from .llama_guard import check_llama_build
+    from pyspec.llama.runtime.guard import check_llama_build
 
     shaped = any(getattr(args, name, None) for name in ("grammar", "json_schema", "json"))
     if getattr(args, "sampling", "auto") == "graph" and shaped:
@@ -247,8 +247,8 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     check_llama_build()  # before anything loads: an AMX build would crash on this CPU
     import llama_cpp
 
-    from .llama import SpeculativeLlama
-    from .llama_log import quiet_llama_logs
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.llama.runtime.log import quiet_llama_logs
 
     quiet_llama_logs(verbose=args.verbose)
     prompt = read_prompt(args, default_prompt)
@@ -271,7 +271,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     if args.plain:
         llm = llama_cpp.Llama(model_path=target, **common)
     else:
-        from .llama_graph_build import GraphSamplerUnavailable
+        from pyspec.llama.graph.build import GraphSamplerUnavailable
 
         def build(chosen):
             return SpeculativeLlama(target, draft=chosen,
@@ -289,8 +289,8 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2
     if request["grammar"] is not None:
-        from .errors import InvalidRequestError
-        from .llama.speculative import check_grammar
+        from pyspec.errors import InvalidRequestError
+        from pyspec.llama.speculative import check_grammar
 
         try:  # llama-cpp-python's own loop (--plain, --compare) would crash on a bad one
             check_grammar(llm, request["grammar"])

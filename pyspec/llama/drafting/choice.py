@@ -53,7 +53,7 @@ def predicted_speedup(batch_ratio, draft_ratio: float, acceptance: float = ASSUM
 def draft_model_outlook(spec, target_path: str, draft_path: str) -> Outlook:
     """What the draft model at ``draft_path`` is expected to gain beside ``spec``'s target
     (a Speculation of that target, whatever its drafter)."""
-    from .cost_cache import drafter_cache_file, load_drafter_record
+    from pyspec.llama.drafting.cost_cache import drafter_cache_file, load_drafter_record
 
     record = load_drafter_record(drafter_cache_file(spec._cost_file,
                                                     SimpleNamespace(model_path=draft_path)))

@@ -19,10 +19,10 @@ from typing import Optional
 
 import numpy as np
 
-from ._abi import Status
-from ._array_view import LOGIT_CODES  # noqa: F401 (re-exported: the logit element types)
-from ._array_view import ITEMSIZE, ArrayView, contiguous_strides, element_strides
-from .errors import PyspecError
+from pyspec._native.abi import Status
+from pyspec.arrays.view import LOGIT_CODES  # noqa: F401 (re-exported: the logit element types)
+from pyspec.arrays.view import ITEMSIZE, ArrayView, contiguous_strides, element_strides
+from pyspec.errors import PyspecError
 
 # DLPack device types (dlpack.h): CPU, CUDA, CUDA host (pinned), CUDA managed.
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13

@@ -23,11 +23,11 @@ from typing import Optional
 
 import numpy as np
 
-from .._ffi import ffi
-from ..errors import raise_for_status
-from ..llama_graph_build import GraphSamplerUnavailable, build_graph_library
-from ..params import SamplingParams
-from ..request import RowLogprobs
+from pyspec._native.ffi import ffi
+from pyspec.errors import raise_for_status
+from pyspec.llama.graph.build import GraphSamplerUnavailable, build_graph_library
+from pyspec.params import SamplingParams
+from pyspec.request import RowLogprobs
 
 _LOCK = threading.Lock()
 _SEQUENCE = 0  # the speculative loop decodes into sequence 0 (BatchDecoder)

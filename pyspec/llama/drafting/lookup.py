@@ -28,9 +28,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..suffix_index import SuffixIndex
-from .drafters import Draft, Drafter, common_prefix
-from .request_memory import RequestMemory
+from pyspec.suffix_index import SuffixIndex
+from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
+from pyspec.llama.drafting.request_memory import RequestMemory
 
 
 def agreement(count: int, total: int) -> str:

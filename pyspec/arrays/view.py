@@ -1,6 +1,6 @@
 """``ArrayView``: an array as the checks see it, whether it lives in host or device memory.
 
-The host path (numpy, ``_arrays.host_view``) and the device path (CUDA array interface or
+The host path (numpy, ``pyspec.arrays.host.host_view``) and the device path (CUDA array interface or
 DLPack, ``_device_arrays.describe``) both describe their arrays this way, so one set of
 layout checks (``pyspec.checks``) serves both and gives both the same messages.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
-from ._abi import Dtype, Status
-from .errors import PyspecError
+from pyspec._native.abi import Dtype, Status
+from pyspec.errors import PyspecError
 
 # Bytes per element of the element types pyspec reads.
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "float64": 8}
