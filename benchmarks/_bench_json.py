@@ -4,6 +4,7 @@ its benchmarks by name, and the line that says when and on what machine it was m
 Standard library only: ``readme_tables.py`` must run (and ``--check`` must pass) on a
 machine without pyspec's library, models or pytest-benchmark.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,10 @@ def machine(data: dict) -> str:
 def load(suite: str, results_dir: Path = RESULTS_DIR) -> Run:
     path = Path(results_dir) / f"{suite}.json"
     if not path.is_file():
-        raise MissingResults(f"{path}: no such file (run `python3 -m pyspec bench {suite}` and "
-                             "take its JSON, see benchmarks/README.md)")
+        raise MissingResults(
+            f"{path}: no such file (run `python3 -m pyspec bench {suite}` and "
+            "take its JSON, see benchmarks/README.md)"
+        )
     return Run(suite, path, json.loads(path.read_text()))
 
 
@@ -88,9 +91,11 @@ def not_measured(suites, results_dir: Path = RESULTS_DIR) -> list:
     where = Path(results_dir)
     where = where.relative_to(REPO) if where.is_relative_to(REPO) else where
     # The missing file is named unquoted: tests/test_readme.py holds every `path` to exist.
-    return [f"*Not measured: `{where.as_posix()}/` holds no {suites[0]}.json. "
-            f"`(cd benchmarks && python3 -m pyspec bench {suites[0]} --out ../bench-results)`, then "
-            "`python3 benchmarks/readme_tables.py --take bench-results`, fills this in.*"]
+    return [
+        f"*Not measured: `{where.as_posix()}/` holds no {suites[0]}.json. "
+        f"`(cd benchmarks && python3 -m pyspec bench {suites[0]} --out ../bench-results)`, then "
+        "`python3 benchmarks/readme_tables.py --take bench-results`, fills this in.*"
+    ]
 
 
 def stripped(data: dict) -> dict:

@@ -7,6 +7,7 @@ very same prompts whatever the model answered before. This is where a drafter th
 pays most: nearly every answer token is in the prompt, and every answer is nearly the one
 before it (what a memory of earlier requests holds).
 """
+
 from __future__ import annotations
 
 BASE = '''"""Stock levels of a small shop."""
@@ -50,20 +51,33 @@ class Inventory:
 
 # (instruction, how the file changes: replacements applied in order)
 EDITS = [
-    ("Rename the method total_value to stock_value.",
-     [("def total_value(self):", "def stock_value(self):")]),
-    ("Give low_stock a default threshold of 5.",
-     [("def low_stock(self, threshold):", "def low_stock(self, threshold=5):")]),
-    ("Rename the variable total to value in stock_value.",
-     [("        total = 0\n", "        value = 0\n"),
-      ("            total += item", "            value += item"),
-      ("        return total\n", "        return value\n")]),
-    ("Make remove_item delete an item whose quantity reaches zero.",
-     [('        item["quantity"] -= quantity\n',
-       '        item["quantity"] -= quantity\n        if item["quantity"] == 0:\n'
-       '            del self.items[name]\n')]),
-    ("Add a method names that returns the item names in alphabetical order, after low_stock.",
-     []),
+    (
+        "Rename the method total_value to stock_value.",
+        [("def total_value(self):", "def stock_value(self):")],
+    ),
+    (
+        "Give low_stock a default threshold of 5.",
+        [("def low_stock(self, threshold):", "def low_stock(self, threshold=5):")],
+    ),
+    (
+        "Rename the variable total to value in stock_value.",
+        [
+            ("        total = 0\n", "        value = 0\n"),
+            ("            total += item", "            value += item"),
+            ("        return total\n", "        return value\n"),
+        ],
+    ),
+    (
+        "Make remove_item delete an item whose quantity reaches zero.",
+        [
+            (
+                '        item["quantity"] -= quantity\n',
+                '        item["quantity"] -= quantity\n        if item["quantity"] == 0:\n'
+                "            del self.items[name]\n",
+            )
+        ],
+    ),
+    ("Add a method names that returns the item names in alphabetical order, after low_stock.", []),
 ]
 
 
@@ -82,7 +96,9 @@ def requests() -> list:
     """[(id, chat messages)]: one per edit, in order."""
     out = []
     for i, ((instruction, _), text) in enumerate(zip(EDITS, versions())):
-        content = (f"Here is inventory.py:\n```python\n{text}```\n{instruction} "
-                   "Output the complete updated file only.")
+        content = (
+            f"Here is inventory.py:\n```python\n{text}```\n{instruction} "
+            "Output the complete updated file only."
+        )
         out.append((f"edit {i + 1}", [{"role": "user", "content": content}]))
     return out

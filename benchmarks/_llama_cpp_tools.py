@@ -5,8 +5,9 @@ was built from, with the very CMake arguments ``pyspec install-llama`` gave that
 pyspec's AMX fix when the build has AMX): the same kernels as the Python side, so a speed
 difference is the loops', not the builds'. Cached under ``~/.cache/pyspec/llama-tools/<key>``.
 
-    python benchmarks/_llama_cpp_tools.py        # builds (about 6 minutes on 2 cores), prints the path
+    python benchmarks/_llama_cpp_tools.py   # builds (about 6 minutes on 2 cores), prints the path
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from pyspec.tools import install_llama as llama_build
 from pyspec.cache import cache_dir as cache_root
+from pyspec.tools import install_llama as llama_build
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
 
@@ -32,14 +33,23 @@ class ToolsUnavailable(RuntimeError):
 def _cmake_args() -> list:
     build = llama_build.installed_build()
     if build is None:
-        raise ToolsUnavailable("the installed llama-cpp-python was not built by `pyspec install-llama`: "
-                               "its CMake arguments are unknown, so the C++ peer could not match them")
+        raise ToolsUnavailable(
+            "the installed llama-cpp-python was not built by `pyspec install-llama`: "
+            "its CMake arguments are unknown, so the C++ peer could not match them"
+        )
     return list(build["cmake_args"])
 
 
 def tools_dir(cmake_args: list) -> Path:
-    key = hashlib.sha256(json.dumps({"args": cmake_args, "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
-                                     "targets": TARGETS}).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps(
+            {
+                "args": cmake_args,
+                "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
+                "targets": TARGETS,
+            }
+        ).encode()
+    ).hexdigest()[:16]
     return cache_root() / "llama-tools" / f"llama.cpp-{llama_build.LLAMA_CPP_PYTHON_VERSION}-{key}"
 
 
@@ -52,8 +62,11 @@ def _log(message: str) -> None:
 
 
 def _source(directory: Path, amx: bool) -> Path:
-    sdists = sorted((cache_root() / "llama-build" / f"sdist-{llama_build.LLAMA_CPP_PYTHON_VERSION}")
-                    .glob("llama_cpp_python-*.tar.gz"))
+    sdists = sorted(
+        (cache_root() / "llama-build" / f"sdist-{llama_build.LLAMA_CPP_PYTHON_VERSION}").glob(
+            "llama_cpp_python-*.tar.gz"
+        )
+    )
     if not sdists:
         llama_build._patched_source(directory / "scratch")  # downloads the sdist once
         shutil.rmtree(directory / "scratch", ignore_errors=True)
@@ -82,20 +95,36 @@ def ensure_tools(*, quiet: bool = False) -> Path:
     amx = llama_build.amx_enabled(cmake_args)
     tree = _source(directory, amx)
     build = directory / "build"
-    configure = ["cmake", "-S", str(tree), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                 "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=OFF",
-                 *cmake_args]
+    configure = [
+        "cmake",
+        "-S",
+        str(tree),
+        "-B",
+        str(build),
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=ON",
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=ON",
+        "-DLLAMA_BUILD_TOOLS=ON",
+        "-DLLAMA_BUILD_SERVER=OFF",
+        *cmake_args,
+    ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
     _log(f"building {', '.join(TARGETS)} from the vendored sources with {' '.join(cmake_args)}")
-    for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2),
-                            "--target", *TARGETS]):
-        done = subprocess.run(cmd, stdout=subprocess.DEVNULL if quiet else sys.stderr,
-                              stderr=subprocess.STDOUT)
+    for cmd in (
+        configure,
+        ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *TARGETS],
+    ):
+        done = subprocess.run(
+            cmd, stdout=subprocess.DEVNULL if quiet else sys.stderr, stderr=subprocess.STDOUT
+        )
         if done.returncode != 0:
             raise ToolsUnavailable(f"failed ({done.returncode}): {' '.join(cmd)}")
-    (directory / "tools.json").write_text(json.dumps({"cmake_args": cmake_args, "amx_fix": amx}, indent=1))
+    (directory / "tools.json").write_text(
+        json.dumps({"cmake_args": cmake_args, "amx_fix": amx}, indent=1)
+    )
     shutil.rmtree(directory / "src", ignore_errors=True)
     return directory
 
@@ -105,8 +134,18 @@ _ENCODED = re.compile(r"encoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 _COUNT = re.compile(r"\b(n_drafted|n_accept|n_predict)\s*=\s*(\d+)")  # lines carry a log prefix
 
 
-def run_speculative(tools: Path, model: str, prompt_text: str, spec_type: str, *, n_predict: int,
-                    threads: int, n_ctx: int = 4096, extra=(), workdir: Path) -> dict:
+def run_speculative(
+    tools: Path,
+    model: str,
+    prompt_text: str,
+    spec_type: str,
+    *,
+    n_predict: int,
+    threads: int,
+    n_ctx: int = 4096,
+    extra=(),
+    workdir: Path,
+) -> dict:
     """One greedy generation by llama-speculative-simple: decode tokens/s (its own count:
     every generated token over the loop's time), prompt tokens and time, drafted and
     accepted tokens, and the text. Flash attention on (what its default, auto, picks on
@@ -114,9 +153,30 @@ def run_speculative(tools: Path, model: str, prompt_text: str, spec_type: str, *
     newline than it ends with: the tool's -f drops one."""
     prompt_file = workdir / "prompt.txt"
     prompt_file.write_text(prompt_text + "\n")
-    cmd = [str(binary(tools, "llama-speculative-simple")), "-m", model, "-f", str(prompt_file),
-           "-n", str(n_predict), "-c", str(n_ctx), "-t", str(threads), "-tb", str(threads),
-           "--temp", "0", "-s", "0", "-fa", "on", "--spec-type", spec_type, *extra]
+    cmd = [
+        str(binary(tools, "llama-speculative-simple")),
+        "-m",
+        model,
+        "-f",
+        str(prompt_file),
+        "-n",
+        str(n_predict),
+        "-c",
+        str(n_ctx),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+        "--temp",
+        "0",
+        "-s",
+        "0",
+        "-fa",
+        "on",
+        "--spec-type",
+        spec_type,
+        *extra,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     log = done.stdout + done.stderr
     decoded, encoded = _DECODED.search(log), _ENCODED.search(log)
@@ -129,17 +189,38 @@ def run_speculative(tools: Path, model: str, prompt_text: str, spec_type: str, *
     # The tool stops only after the batch that passes n_predict (a long accepted draft can
     # carry it to 1.5x n_predict): the request's time is its prompt plus n_predict tokens at
     # its decode rate, to compare with a request that stops at n_predict.
-    return {"rate": rate, "tokens": n, "decode_seconds": seconds,
-            "prompt_tokens": int(encoded.group(1)), "prompt_seconds": prompt_seconds,
-            "seconds": prompt_seconds + (n_predict / rate if rate else 0.0),
-            "drafted": counts.get("n_drafted", 0),
-            "accepted": counts.get("n_accept", 0), "text": done.stdout}
+    return {
+        "rate": rate,
+        "tokens": n,
+        "decode_seconds": seconds,
+        "prompt_tokens": int(encoded.group(1)),
+        "prompt_seconds": prompt_seconds,
+        "seconds": prompt_seconds + (n_predict / rate if rate else 0.0),
+        "drafted": counts.get("n_drafted", 0),
+        "accepted": counts.get("n_accept", 0),
+        "text": done.stdout,
+    }
 
 
 def bench_tg(tools: Path, model: str, *, n_gen: int, threads: int, repetitions: int = 3) -> float:
     """llama-bench's text-generation rate (tokens/s, its mean over ``repetitions``)."""
-    cmd = [str(binary(tools, "llama-bench")), "-m", model, "-p", "0", "-n", str(n_gen),
-           "-t", str(threads), "-r", str(repetitions), "-fa", "on", "-o", "json"]
+    cmd = [
+        str(binary(tools, "llama-bench")),
+        "-m",
+        model,
+        "-p",
+        "0",
+        "-n",
+        str(n_gen),
+        "-t",
+        str(threads),
+        "-r",
+        str(repetitions),
+        "-fa",
+        "on",
+        "-o",
+        "json",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise ToolsUnavailable(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-1500:]}")

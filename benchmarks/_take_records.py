@@ -10,6 +10,7 @@ they were measured:
 Standard library only, like the rest of readme_tables.py. ``pyspec/tools/machine.py`` is loaded
 by path: importing the pyspec package would load its compiled library.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -22,7 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _machine_module():
-    spec = importlib.util.spec_from_file_location("_pyspec_machine", REPO / "pyspec" / "tools" / "machine.py")
+    spec = importlib.util.spec_from_file_location(
+        "_pyspec_machine", REPO / "pyspec" / "tools" / "machine.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,7 +33,8 @@ def _machine_module():
 
 def _mtime_iso(path: Path) -> str:
     return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).isoformat(
-        timespec="seconds")
+        timespec="seconds"
+    )
 
 
 def llama_build_record(cache: Path) -> dict:
@@ -39,7 +43,9 @@ def llama_build_record(cache: Path) -> dict:
     it on the machine that built it)."""
     builds = sorted(cache.glob("llama-build/*/build.json"), key=lambda p: p.stat().st_mtime)
     if not builds:
-        raise SystemExit(f"readme_tables: no build.json under {cache}/llama-build (run `pyspec install-llama`)")
+        raise SystemExit(
+            f"readme_tables: no build.json under {cache}/llama-build (run `pyspec install-llama`)"
+        )
     data = json.loads(builds[-1].read_text())
     data.setdefault("datetime", _mtime_iso(builds[-1]))
     data.setdefault("machine_info", _machine_module().machine_info())
@@ -59,5 +65,9 @@ def suite_run_record(log: Path) -> dict:
     if found is None:
         raise SystemExit(f"readme_tables: {log} has no pytest summary line ('N passed ... in S s')")
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", found.group("counts"))}
-    return {"datetime": _mtime_iso(log), "machine_info": _machine_module().machine_info(),
-            "counts": counts, "seconds": float(found.group("seconds"))}
+    return {
+        "datetime": _mtime_iso(log),
+        "machine_info": _machine_module().machine_info(),
+        "counts": counts,
+        "seconds": float(found.group("seconds")),
+    }

@@ -5,6 +5,7 @@ rows), which params, and whether the drafts carry draft probabilities. ``Workloa
 each input once per session, so every measurement of a case (verify, read pass, llama.cpp
 chain) runs on the very same array.
 """
+
 from __future__ import annotations
 
 import gc
@@ -32,19 +33,19 @@ PROMPT = '''def merge_sorted(left, right):
             i += 1
 '''
 
-RANDOM_SCALE = 3.0       # random logits are standard normal * 3
-DRAFT_NOISE = 0.3        # std of the noise that turns a target row into a "draft model" row
+RANDOM_SCALE = 3.0  # random logits are standard normal * 3
+DRAFT_NOISE = 0.3  # std of the noise that turns a target row into a "draft model" row
 SEED = 1234
 
 
 @dataclass(frozen=True)
 class Case:
-    source: str                 # "real" (GGUF logits) or "random"
+    source: str  # "real" (GGUF logits) or "random"
     vocab: int
-    k: int                      # number of drafts; the logits have k + 1 rows
-    params_name: str            # key of PARAMS
+    k: int  # number of drafts; the logits have k + 1 rows
+    params_name: str  # key of PARAMS
     dtype: str = "float32"
-    draft_probs: bool = False   # modified rejection sampling instead of point-mass drafts
+    draft_probs: bool = False  # modified rejection sampling instead of point-mass drafts
 
     @property
     def params(self) -> pyspec.SamplingParams:
@@ -80,9 +81,13 @@ class Case:
 
 
 def _cases(sources, dtype, draft_lengths, params_names, draft_probs=False) -> list:
-    return [Case(source, vocab, k, params_name, dtype, draft_probs)
-            for source in sources for vocab in VOCAB_MODELS for k in draft_lengths
-            for params_name in params_names]
+    return [
+        Case(source, vocab, k, params_name, dtype, draft_probs)
+        for source in sources
+        for vocab in VOCAB_MODELS
+        for k in draft_lengths
+        for params_name in params_names
+    ]
 
 
 MAIN_CASES = _cases(("real", "random"), "float32", DRAFT_LENGTHS, PARAMS)
@@ -119,7 +124,7 @@ def load_real_logits(model_name: str, n_rows: int) -> np.ndarray:
         llm.reset()
         llm.eval(tokens)
         # A copy: the Llama's scores buffer goes away with it.
-        rows = np.array(llm.scores[llm.n_tokens - n_rows: llm.n_tokens], dtype=np.float32)
+        rows = np.array(llm.scores[llm.n_tokens - n_rows : llm.n_tokens], dtype=np.float32)
     finally:
         llm.close()
         del llm
@@ -129,7 +134,7 @@ def load_real_logits(model_name: str, n_rows: int) -> np.ndarray:
 
 def random_logits(vocab: int, n_rows: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n_rows, vocab), dtype=np.float32) * RANDOM_SCALE)
+    return rng.standard_normal((n_rows, vocab), dtype=np.float32) * RANDOM_SCALE
 
 
 def point_mass_drafts(logits: np.ndarray, case: Case) -> np.ndarray:
@@ -138,8 +143,9 @@ def point_mass_drafts(logits: np.ndarray, case: Case) -> np.ndarray:
     rows = logits[: case.k]
     if case.params.greedy:
         return np.argmax(rows, axis=1).astype(np.int32)
-    return np.array([pyspec.sample(row, case.params, i) for i, row in enumerate(rows)],
-                    dtype=np.int32)
+    return np.array(
+        [pyspec.sample(row, case.params, i) for i, row in enumerate(rows)], dtype=np.int32
+    )
 
 
 def sampled_drafts_with_probs(logits: np.ndarray, case: Case, rng) -> tuple:
@@ -148,7 +154,9 @@ def sampled_drafts_with_probs(logits: np.ndarray, case: Case, rng) -> tuple:
     probs = np.empty((case.k, case.vocab), dtype=np.float32)
     drafts = np.empty(case.k, dtype=np.int32)
     for i in range(case.k):
-        noisy = logits[i].astype(np.float32) + rng.normal(0.0, DRAFT_NOISE, case.vocab).astype(np.float32)
+        noisy = logits[i].astype(np.float32) + rng.normal(0.0, DRAFT_NOISE, case.vocab).astype(
+            np.float32
+        )
         probs[i] = pyspec.distribution(noisy, case.params)
         support = np.flatnonzero(probs[i])
         weights = probs[i, support].astype(np.float64)
@@ -167,9 +175,9 @@ class Workloads:
     """Session cache of the inputs: each model is loaded once, each array built once."""
 
     def __init__(self):
-        self._real_rows = {}   # vocab -> float32 [max k + 1, V]
-        self._arrays = {}      # Case.array_key -> logits
-        self._inputs = {}      # Case -> VerifyInput
+        self._real_rows = {}  # vocab -> float32 [max k + 1, V]
+        self._arrays = {}  # Case.array_key -> logits
+        self._inputs = {}  # Case -> VerifyInput
 
     def _real(self, vocab: int) -> np.ndarray:
         if vocab not in self._real_rows:
@@ -217,9 +225,11 @@ def llama_chain(logits: np.ndarray, params: pyspec.SamplingParams) -> Callable[[
     return lambda: [chain.sample(row) for row in logits]
 
 
-def verify_call(inp: VerifyInput, params: pyspec.SamplingParams,
-                n_threads: Optional[int]) -> Callable[[], pyspec.VerifyResult]:
+def verify_call(
+    inp: VerifyInput, params: pyspec.SamplingParams, n_threads: Optional[int]
+) -> Callable[[], pyspec.VerifyResult]:
     """One ``pyspec.verify`` call, from Python, as a caller would make it (list of drafts)."""
     drafts = inp.drafts.tolist()
-    return lambda: pyspec.verify(inp.logits, drafts, inp.draft_probs, params=params,
-                                 n_threads=n_threads)
+    return lambda: pyspec.verify(
+        inp.logits, drafts, inp.draft_probs, params=params, n_threads=n_threads
+    )

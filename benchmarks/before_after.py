@@ -14,6 +14,7 @@ verify_from_pointer, sample), a real-size verify row set (Qwen's 151936-token ro
 C pass dominates) and, with the models cached, a greedy generation with prompt lookup on
 Gemma 3 270M through SpeculativeLlama (tokens per second of the whole loop).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,18 @@ import subprocess
 import sys
 import time
 
-WORKLOADS = ("verify_small", "verify_batch_small", "verify_pointer_small", "sample_small",
-             "verify_qwen_rows", "generation")
+WORKLOADS = (
+    "verify_small",
+    "verify_batch_small",
+    "verify_pointer_small",
+    "sample_small",
+    "verify_qwen_rows",
+    "generation",
+)
 PROCESS_TIMEOUT = 600  # seconds for one workload in one process
 
 # Runs inside the subprocess: one workload, its median seconds per call on stdout.
-CHILD = r'''
+CHILD = r"""
 import json, statistics, sys, time
 import numpy as np
 import pyspec
@@ -71,11 +78,11 @@ elif name == "verify_qwen_rows":
 else:
     raise SystemExit(f"unknown workload {name}")
 print(json.dumps({"seconds": seconds}))
-'''
+"""
 
 # The generation workload: its own script, given the model's path by the driver (the two
 # installs keep the model assembler in different modules).
-GENERATION = r'''
+GENERATION = r"""
 import json, statistics, sys, time
 from pyspec.llama import SpeculativeLlama
 
@@ -93,7 +100,7 @@ for _ in range(repeats):
     rates.append((time.perf_counter() - t0) / n)
 llm.close()
 print(json.dumps({"seconds": statistics.median(rates)}))
-'''
+"""
 
 
 def _gemma_path() -> str:
@@ -119,8 +126,9 @@ def _run(site: str, workload: str, repeats: int, model: str) -> float:
         cmd = [sys.executable, "-c", GENERATION, model, str(repeats)]
     else:
         cmd = [sys.executable, "-c", CHILD, workload, str(repeats)]
-    out = subprocess.run(cmd, env=_env(site), capture_output=True, text=True, cwd="/",
-                         timeout=PROCESS_TIMEOUT)
+    out = subprocess.run(
+        cmd, env=_env(site), capture_output=True, text=True, cwd="/", timeout=PROCESS_TIMEOUT
+    )
     if out.returncode != 0:
         raise SystemExit(f"{workload} with {site} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
@@ -128,7 +136,9 @@ def _run(site: str, workload: str, repeats: int, model: str) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="site directory of the old install, or 'installed'")
+    ap.add_argument(
+        "--before", required=True, help="site directory of the old install, or 'installed'"
+    )
     ap.add_argument("--after", default="installed", help="site directory of the new install")
     ap.add_argument("--pairs", type=int, default=5, help="before/after pairs per workload")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per process (median)")
@@ -151,21 +161,37 @@ def main(argv=None) -> int:
                 order = order[::-1]
             got = {label: _run(site, w, args.repeats, model) for label, site in order}
             pairs.append(got)
-            print(f"  {w} pair {i + 1}: before {got['before'] * 1e6:9.1f} us, after "
-                  f"{got['after'] * 1e6:9.1f} us, ratio {got['after'] / got['before']:.3f}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {w} pair {i + 1}: before {got['before'] * 1e6:9.1f} us, after "
+                f"{got['after'] * 1e6:9.1f} us, ratio {got['after'] / got['before']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
         ratios = [p["after"] / p["before"] for p in pairs]
-        report[w] = {"before_us": statistics.median(p["before"] for p in pairs) * 1e6,
-                     "after_us": statistics.median(p["after"] for p in pairs) * 1e6,
-                     "ratio_median": statistics.median(ratios), "ratios": ratios}
+        report[w] = {
+            "before_us": statistics.median(p["before"] for p in pairs) * 1e6,
+            "after_us": statistics.median(p["after"] for p in pairs) * 1e6,
+            "ratio_median": statistics.median(ratios),
+            "ratios": ratios,
+        }
     print(f"{'workload':24} {'before':>12} {'after':>12} {'after/before':>13}  (pairs)")
     for w, r in report.items():
-        print(f"{w:24} {r['before_us']:10.1f}us {r['after_us']:10.1f}us {r['ratio_median']:13.3f}  "
-              + " ".join(f"{x:.3f}" for x in r["ratios"]))
+        print(
+            f"{w:24} {r['before_us']:10.1f}us {r['after_us']:10.1f}us {r['ratio_median']:13.3f}  "
+            + " ".join(f"{x:.3f}" for x in r["ratios"])
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"before": args.before, "after": args.after, "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                       "workloads": report}, f, indent=2)
+            json.dump(
+                {
+                    "before": args.before,
+                    "after": args.after,
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "workloads": report,
+                },
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -1,6 +1,6 @@
 """The baselines each verify configuration is compared with, on the very same arrays."""
-import pytest
 
+import pytest
 from _results import measure
 from _workloads import CHAIN_CASES, READ_PASS_CASES, llama_chain, read_pass
 

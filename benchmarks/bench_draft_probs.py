@@ -3,8 +3,8 @@
 The drafts are drawn from a slightly perturbed copy of the target's distribution, so a
 draft may be rejected: ``n_accepted`` (in extra_info) says how many rows the call reads.
 """
-import pytest
 
+import pytest
 from _results import THREAD_CHOICES, measure
 from _workloads import DRAFT_PROBS_CASES, verify_call
 

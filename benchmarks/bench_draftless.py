@@ -21,6 +21,7 @@ README table is generated from it (``readme_tables.py``).
 
     pyspec bench draftless      # or: pytest benchmarks/bench_draftless.py (PYSPEC_BENCH_CHATS=24)
 """
+
 from __future__ import annotations
 
 import math
@@ -45,7 +46,8 @@ def render_chat(llm, messages) -> str:
     formatter = Jinja2ChatFormatter(
         template=llm.metadata["tokenizer.chat_template"],
         eos_token=llm._model.token_get_text(eos_id) if eos_id != -1 else "",
-        bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "")
+        bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "",
+    )
     return formatter(messages=messages).prompt
 
 
@@ -59,23 +61,36 @@ def run_python(llm, prompt_ids: list) -> dict:
         if len(stamps) == MAX_TOKENS or llm.token_eos() == tok:
             break
     total = time.perf_counter() - t0
-    out = {"rate": (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0,
-           "seconds": total, "tokens": len(stamps)}
+    out = {
+        "rate": (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0,
+        "seconds": total,
+        "tokens": len(stamps),
+    }
     if spec is not None:
         assert spec.last is not last, "the speculative object decoded without pyspec's loop"
         stats = spec.last
         rounds = stats.verify_steps + stats.plain_steps
         # What the loop spends per round outside the target's passes, the verifier and the
         # drafter (Python bookkeeping, llama-cpp-python's generate wrapper): item 7's cost.
-        outside = total - stats.prompt_seconds - stats.target_seconds - stats.verify_seconds \
+        outside = (
+            total
+            - stats.prompt_seconds
+            - stats.target_seconds
+            - stats.verify_seconds
             - stats.draft_seconds
-        out.update(drafted=stats.drafted, accepted=stats.accepted, rounds=rounds,
-                   loop_ms_per_round=1000 * outside / max(rounds, 1),
-                   target_ms_per_round=1000 * stats.target_seconds / max(rounds, 1),
-                   verify_ms_per_round=1000 * stats.verify_seconds / max(rounds, 1),
-                   draft_ms_per_round=1000 * stats.draft_seconds / max(rounds, 1),
-                   memory_hits=stats.memory_hits, memory_lookups=stats.memory_lookups,
-                   realised_over_predicted=stats.realised_over_predicted)
+        )
+        out.update(
+            drafted=stats.drafted,
+            accepted=stats.accepted,
+            rounds=rounds,
+            loop_ms_per_round=1000 * outside / max(rounds, 1),
+            target_ms_per_round=1000 * stats.target_seconds / max(rounds, 1),
+            verify_ms_per_round=1000 * stats.verify_seconds / max(rounds, 1),
+            draft_ms_per_round=1000 * stats.draft_seconds / max(rounds, 1),
+            memory_hits=stats.memory_hits,
+            memory_lookups=stats.memory_lookups,
+            realised_over_predicted=stats.realised_over_predicted,
+        )
     return out
 
 
@@ -86,14 +101,13 @@ def _geo(values):
 
 def bench_draftless_modes(benchmark, monkeypatch):
     import llama_cpp
-
-    from pyspec.llama import SpeculativeLlama
-    from pyspec.testing.models import ensure_model
-
     from _code_edits import requests as code_requests
     from _llama_cpp_tools import bench_tg, ensure_tools, run_speculative
     from _lookup_before import PromptLookupBefore
     from _sharegpt import chat_requests
+
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.testing.models import ensure_model
 
     monkeypatch.setenv("PYSPEC_COST_CACHE", "off")  # every run starts as a fresh machine
     tools = ensure_tools()
@@ -103,10 +117,13 @@ def bench_draftless_modes(benchmark, monkeypatch):
     # the 1.5B here. The same kernels on both sides, so what differs is the loops and drafts.
     common = dict(n_ctx=4096, n_threads=THREADS, verbose=False, flash_attn=True)
     plain = llama_cpp.Llama(model_path=target, **common)
-    python_modes = {"plain": plain,
-                    "lookup before": SpeculativeLlama(target, draft=PromptLookupBefore(), memory=False,
-                                                      **common),
-                    "lookup": SpeculativeLlama(target, draft="lookup", **common)}
+    python_modes = {
+        "plain": plain,
+        "lookup before": SpeculativeLlama(
+            target, draft=PromptLookupBefore(), memory=False, **common
+        ),
+        "lookup": SpeculativeLlama(target, draft="lookup", **common),
+    }
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
@@ -118,19 +135,30 @@ def bench_draftless_modes(benchmark, monkeypatch):
             text = render_chat(plain, messages)
             ids = plain.tokenize(text.encode(), add_bos=True, special=True)
             row = {"workload": workload, "id": rid, "prompt_tokens": len(ids)}
-            for mode in (modes if i % 2 == 0 else modes[::-1]):
+            for mode in modes if i % 2 == 0 else modes[::-1]:
                 if mode.startswith("c++ "):
-                    got = run_speculative(tools, target, text, mode[4:], n_predict=MAX_TOKENS,
-                                          threads=THREADS, workdir=workdir)
+                    got = run_speculative(
+                        tools,
+                        target,
+                        text,
+                        mode[4:],
+                        n_predict=MAX_TOKENS,
+                        threads=THREADS,
+                        workdir=workdir,
+                    )
                     assert got["prompt_tokens"] == len(ids), (
-                        f"{rid}: llama.cpp saw {got['prompt_tokens']} prompt tokens, we {len(ids)}")
+                        f"{rid}: llama.cpp saw {got['prompt_tokens']} prompt tokens, we {len(ids)}"
+                    )
                     got.pop("text")
                 else:
                     got = run_python(python_modes[mode], ids)
                 row[mode] = got
             rows.append(row)
-            print(f"\n{workload} {rid} ({len(ids)} tokens): " + ", ".join(
-                f"{m} {row[m]['rate']:.1f}" for m in modes), flush=True)
+            print(
+                f"\n{workload} {rid} ({len(ids)} tokens): "
+                + ", ".join(f"{m} {row[m]['rate']:.1f}" for m in modes),
+                flush=True,
+            )
         return rows
 
     benchmark.pedantic(run_all, rounds=1, iterations=1)
@@ -142,20 +170,37 @@ def bench_draftless_modes(benchmark, monkeypatch):
             "requests": len(mine),
             "rate": {m: _geo([r[m]["rate"] for r in mine]) for m in modes},
             "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in modes},
-            "acceptance": {m: (sum(r[m].get("accepted", 0) for r in mine)
-                               / max(sum(r[m].get("drafted", 0) for r in mine), 1)) for m in modes},
-            "memory_hit_rate": (sum(r["lookup"]["memory_hits"] for r in mine)
-                                / max(sum(r["lookup"]["memory_lookups"] for r in mine), 1)),
-            "lookup_over_best_cpp": _geo([r["lookup"]["rate"] / max(r[f"c++ {t}"]["rate"] for t in CPP_TYPES)
-                                          for r in mine]),
+            "acceptance": {
+                m: (
+                    sum(r[m].get("accepted", 0) for r in mine)
+                    / max(sum(r[m].get("drafted", 0) for r in mine), 1)
+                )
+                for m in modes
+            },
+            "memory_hit_rate": (
+                sum(r["lookup"]["memory_hits"] for r in mine)
+                / max(sum(r["lookup"]["memory_lookups"] for r in mine), 1)
+            ),
+            "lookup_over_best_cpp": _geo(
+                [r["lookup"]["rate"] / max(r[f"c++ {t}"]["rate"] for t in CPP_TYPES) for r in mine]
+            ),
         }
     for m in (python_modes["lookup before"], python_modes["lookup"]):
         m.close()
     plain.close()
-    benchmark.extra_info.update(llama_bench_tg=tg, max_tokens=MAX_TOKENS,
-                                threads=THREADS, modes=modes, rows=rows, summary=summary)
+    benchmark.extra_info.update(
+        llama_bench_tg=tg,
+        max_tokens=MAX_TOKENS,
+        threads=THREADS,
+        modes=modes,
+        rows=rows,
+        summary=summary,
+    )
     for workload, s in summary.items():
-        print(f"\n{workload}: " + ", ".join(f"{m} {v:.2f}" for m, v in s["rate"].items())
-              + f"; lookup / best C++ draftless {s['lookup_over_best_cpp']:.2f}x; "
-              f"memory hit rate {s['memory_hit_rate']:.2f}; llama-bench tg {tg:.2f}")
+        print(
+            f"\n{workload}: "
+            + ", ".join(f"{m} {v:.2f}" for m, v in s["rate"].items())
+            + f"; lookup / best C++ draftless {s['lookup_over_best_cpp']:.2f}x; "
+            f"memory hit rate {s['memory_hit_rate']:.2f}; llama-bench tg {tg:.2f}"
+        )
     assert np.isfinite(tg)

@@ -10,6 +10,7 @@ one gap must never exceed by much: no throw-away batches inside a request), and 
 ratio. With ``hog``, a CPU-burning process runs during the first request of both sides and
 is stopped after it. Nothing is asserted about speed: the numbers go in the summary table.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,14 +18,13 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import llama_cpp
+import pytest
+from bench_generation import EDIT_PROMPT, FREE_PROMPT, REPEAT_PROMPT
+
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.batch_decoder import BatchDecoder
 from pyspec.testing.models import ensure_model
-
-from bench_generation import EDIT_PROMPT, FREE_PROMPT, REPEAT_PROMPT
 
 CASES = {
     "qwen-rename": ("qwen2.5-coder-1.5b", EDIT_PROMPT),
@@ -109,13 +109,21 @@ def bench_first_requests(benchmark, generation_rows, monkeypatch, tmp_path, case
     plain.close()
     for request, p, s, slowest, stats in rows:
         benchmark.extra_info[f"request{request + 1}"] = dict(
-            ttft_plain=p[0], ttft_spec=s[0], max_gap_plain=p[1], max_gap_spec=s[1],
-            slowest_pass_spec=slowest, rate_plain=p[2], rate_spec=s[2], ratio=s[2] / p[2])
+            ttft_plain=p[0],
+            ttft_spec=s[0],
+            max_gap_plain=p[1],
+            max_gap_spec=s[1],
+            slowest_pass_spec=slowest,
+            rate_plain=p[2],
+            rate_spec=s[2],
+            ratio=s[2] / p[2],
+        )
         generation_rows.append(
             f"first requests, {case}, {load}: request {request + 1}: {s[2] / p[2]:.2f}x plain "
             f"({s[2]:.1f} vs {p[2]:.1f} tok/s); TTFT {s[0]:.3f}s vs {p[0]:.3f}s; largest gap "
             f"{1000 * s[1]:.0f} ms vs plain {1000 * p[1]:.0f} ms, slowest spec pass "
-            f"{1000 * slowest:.0f} ms; {stats.verify_steps} verify + {stats.plain_steps} plain")
+            f"{1000 * slowest:.0f} ms; {stats.verify_steps} verify + {stats.plain_steps} plain"
+        )
     generation_rows.append(f"  cost model after {case} ({load}): {rows[-1][4].cost_model}")
 
 
@@ -145,8 +153,9 @@ def bench_free_text_parity(benchmark, generation_rows, monkeypatch, tmp_path, lo
         """(tokens/s from the first streamed token to the last, text, streamed chunks): the
         prompt's time is left out, so two answers of different lengths compare fairly."""
         stamps, text = [], ""
-        for chunk in llm.create_completion(prompt, max_tokens=MAX_TOKENS, temperature=0.0,
-                                           stream=True):
+        for chunk in llm.create_completion(
+            prompt, max_tokens=MAX_TOKENS, temperature=0.0, stream=True
+        ):
             stamps.append(time.perf_counter())
             text += chunk["choices"][0]["text"]
         return (len(stamps) - 1) / (stamps[-1] - stamps[0]), text, len(stamps)
@@ -174,10 +183,16 @@ def bench_free_text_parity(benchmark, generation_rows, monkeypatch, tmp_path, lo
     ratios = sorted(s / p for p, s in pairs)
     pooled = (sum(s for _, s in pairs) / len(pairs)) / (sum(p for p, _ in pairs) / len(pairs))
     median = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2
-    benchmark.extra_info.update(median_ratio=median, mean_rate_ratio=pooled, ratios=ratios,
-                                same_text=same_text, verify_rounds=verify_rounds,
-                                streamed_chunks=tokens)  # (plain, spec) per pair
+    benchmark.extra_info.update(
+        median_ratio=median,
+        mean_rate_ratio=pooled,
+        ratios=ratios,
+        same_text=same_text,
+        verify_rounds=verify_rounds,
+        streamed_chunks=tokens,
+    )  # (plain, spec) per pair
     generation_rows.append(
         f"free-text parity, qwen-free, {load}: median {median:.3f}x plain over {len(pairs)} ABBA "
         f"pairs (range {ratios[0]:.3f}-{ratios[-1]:.3f}), mean rates {pooled:.3f}x; "
-        f"{verify_rounds} verify rounds; same text as plain in {sum(same_text)} of {len(pairs)}")
+        f"{verify_rounds} verify rounds; same text as plain in {sum(same_text)} of {len(pairs)}"
+    )

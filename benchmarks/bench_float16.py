@@ -1,6 +1,6 @@
 """pyspec.verify on float16 logits (the real logits, cast before timing), all accepted."""
-import pytest
 
+import pytest
 from _results import THREAD_CHOICES, measure
 from _workloads import FLOAT16_CASES, verify_call
 

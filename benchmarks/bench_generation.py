@@ -12,19 +12,20 @@ four leaves it on the first line). Each round therefore runs three seeds, the sa
 and speculative decoding; the ratio is over all of them, and the worst seed's ratio is
 reported beside it.
 """
+
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from dataclasses import dataclass
-
-import pytest
+from pathlib import Path
 
 import llama_cpp
+import pytest
+
 from pyspec.llama import SpeculativeLlama
 from pyspec.testing.models import ensure_model
 
-CODE = '''class InventoryReport:
+CODE = """class InventoryReport:
     def __init__(self, items, tax_rate=0.08):
         self.items = items
         self.tax_rate = tax_rate
@@ -46,14 +47,20 @@ CODE = '''class InventoryReport:
         lines = [f"{item.name}: {item.quantity} x {item.price:.2f}" for item in self.items]
         lines.append(f"total: {total_price:.2f}")
         return "\\n".join(lines)
-'''
-EDIT_PROMPT = ("<|im_start|>user\nRename the variable `total_price` to `amount` everywhere in "
-               f"this code and output the whole code, nothing else:\n```python\n{CODE}```"
-               "<|im_end|>\n<|im_start|>assistant\n")
-FREE_PROMPT = ("<|im_start|>user\nExplain in a few paragraphs how a hash map works."
-               "<|im_end|>\n<|im_start|>assistant\n")
+"""
+EDIT_PROMPT = (
+    "<|im_start|>user\nRename the variable `total_price` to `amount` everywhere in "
+    f"this code and output the whole code, nothing else:\n```python\n{CODE}```"
+    "<|im_end|>\n<|im_start|>assistant\n"
+)
+FREE_PROMPT = (
+    "<|im_start|>user\nExplain in a few paragraphs how a hash map works."
+    "<|im_end|>\n<|im_start|>assistant\n"
+)
 # A base model continuing a file that repeats an earlier file.
-REPEAT_PROMPT = f"# file: report_v1.py\n{CODE}\n# file: report_v2.py (identical copy)\n" + CODE[:120]
+REPEAT_PROMPT = (
+    f"# file: report_v1.py\n{CODE}\n# file: report_v2.py (identical copy)\n" + CODE[:120]
+)
 
 MODELS = {"qwen": "qwen2.5-coder-1.5b", "gemma": "gemma3-270m"}
 
@@ -61,7 +68,7 @@ MODELS = {"qwen": "qwen2.5-coder-1.5b", "gemma": "gemma3-270m"}
 @dataclass(frozen=True)
 class GenCase:
     model: str
-    draft: str          # "lookup" or "qwen-0.5b"
+    draft: str  # "lookup" or "qwen-0.5b"
     prompt_name: str
     temperature: float
     max_tokens: int = 160
@@ -132,7 +139,8 @@ def _accounted_speedup(stats, ctl) -> float:
     t1 = ctl.predicted_target(1)
     seconds = stats.plain_steps * t1 + sum(
         steps * (ctl.predicted_target(k + 1) + k * ctl.draft_cost + ctl.overhead)
-        for k, steps in stats.draft_lengths.items())
+        for k, steps in stats.draft_lengths.items()
+    )
     tokens = stats.plain_steps + stats.verify_steps + stats.accepted
     return (tokens / seconds) * t1 if seconds else 1.0
 
@@ -159,27 +167,44 @@ def bench_generation(benchmark, case, generation_rows):
         return sum(n for n, _ in done) / sum(s for _, s in done)
 
     plain_tps, spec_tps = tokens_per_second("plain"), tokens_per_second("spec")
-    worst = min(tokens_per_second("spec", [s]) / tokens_per_second("plain", [s]) for s in case.seeds)
+    worst = min(
+        tokens_per_second("spec", [s]) / tokens_per_second("plain", [s]) for s in case.seeds
+    )
     stats = spec.speculation.total
     predicted = _predicted_speedup(stats, spec.speculation.controller)
     accounted = _accounted_speedup(stats, spec.speculation.controller)
     ratio = spec_tps / plain_tps
-    benchmark.extra_info.update(plain_tok_s=plain_tps, spec_tok_s=spec_tps, ratio=ratio,
-                                worst_seed_ratio=worst, seeds=list(case.seeds),
-                                acceptance=stats.acceptance_rate, effective_k=stats.effective_k,
-                                predicted_speedup=predicted, accounted_speedup=accounted)
+    benchmark.extra_info.update(
+        plain_tok_s=plain_tps,
+        spec_tok_s=spec_tps,
+        ratio=ratio,
+        worst_seed_ratio=worst,
+        seeds=list(case.seeds),
+        acceptance=stats.acceptance_rate,
+        effective_k=stats.effective_k,
+        predicted_speedup=predicted,
+        accounted_speedup=accounted,
+    )
     generation_rows.append(
         f"{case.id:34s} plain {plain_tps:6.2f} tok/s  spec {spec_tps:6.2f} tok/s  "
-        f"x{ratio:4.2f}" + (f" (worst seed x{worst:4.2f})" if len(case.seeds) > 1 else "") + f"  accept {100 * stats.acceptance_rate:5.1f}%  k {stats.effective_k:4.2f}  "
-        f"verify/plain steps {stats.verify_steps}/{stats.plain_steps}  predicted x{predicted:4.2f}  "
-        f"realized/predicted {ratio / predicted:4.2f}  realized/accounted {ratio / accounted:4.2f}")
+        f"x{ratio:4.2f}"
+        + (f" (worst seed x{worst:4.2f})" if len(case.seeds) > 1 else "")
+        + f"  accept {100 * stats.acceptance_rate:5.1f}%  k {stats.effective_k:4.2f}  "
+        f"verify/plain steps {stats.verify_steps}/{stats.plain_steps}  "
+        f"predicted x{predicted:4.2f}  "
+        f"realized/predicted {ratio / predicted:4.2f}  realized/accounted {ratio / accounted:4.2f}"
+    )
     spec.close()
     plain.close()
 
 
-LONG_PROMPT = "<|im_start|>user\nSummarise this code:\n```python\n" + CODE * 6 + "```<|im_end|>\n<|im_start|>assistant\n"
+LONG_PROMPT = (
+    "<|im_start|>user\nSummarise this code:\n```python\n"
+    + CODE * 6
+    + "```<|im_end|>\n<|im_start|>assistant\n"
+)
 
-_RSS_SCRIPT = r'''
+_RSS_SCRIPT = r"""
 import resource, sys, time
 import llama_cpp
 from pyspec.llama import SpeculativeLlama
@@ -194,15 +219,20 @@ for chunk in llm.create_completion(prompt, max_tokens=48, temperature=0.0, strea
     ttft = time.perf_counter() - t0
     break
 print(ttft, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-'''
+"""
 
 
 def _ttft_and_rss(kind: str, path: str, draft: str, prompt: str):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, kind, path, draft], input=prompt,
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, kind, path, draft],
+        input=prompt,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return float(out[0]), int(out[1]) / 1024  # seconds, MiB
 
 
@@ -222,15 +252,24 @@ def bench_time_to_first_token_and_memory(benchmark, generation_rows):
     benchmark.pedantic(one_round, rounds=3, iterations=1)
     ttft = {k: sorted(t for t, _ in v)[len(v) // 2] for k, v in runs.items()}
     rss = {k: max(r for _, r in v) for k, v in runs.items()}
-    n_prompt = len(llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
-                   .tokenize(LONG_PROMPT.encode(), special=True))
+    n_prompt = len(
+        llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False).tokenize(
+            LONG_PROMPT.encode(), special=True
+        )
+    )
     ratio = {k: ttft[k] / ttft["plain"] for k in kinds}
     delta = {k: rss[k] - rss["plain"] for k in kinds}
-    benchmark.extra_info.update(prompt_tokens=n_prompt, ttft_s=ttft, ttft_ratio=ratio,
-                                peak_rss_mib=rss, peak_rss_delta_mib=delta)
+    benchmark.extra_info.update(
+        prompt_tokens=n_prompt,
+        ttft_s=ttft,
+        ttft_ratio=ratio,
+        peak_rss_mib=rss,
+        peak_rss_delta_mib=delta,
+    )
     generation_rows.append(
         f"time to first token, {n_prompt}-token prompt: plain {ttft['plain']:.3f}s, lookup "
         f"{ttft['lookup']:.3f}s (x{ratio['lookup']:.3f}), 0.5B draft {ttft['draft']:.3f}s "
         f"(x{ratio['draft']:.3f}); peak RSS plain {rss['plain']:.0f} MiB, lookup "
         f"{delta['lookup']:+.0f} MiB, 0.5B draft {delta['draft']:+.0f} MiB (its weights: "
-        f"{Path(draft).stat().st_size / 2**20:.0f} MiB; one 151936-wide fp32 row is 0.58 MiB)")
+        f"{Path(draft).stat().st_size / 2**20:.0f} MiB; one 151936-wide fp32 row is 0.58 MiB)"
+    )

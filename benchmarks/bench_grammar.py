@@ -7,36 +7,51 @@ costs per verify row in pyspec (the walk down the row, ``constrained_rows.kept_t
 against one whole-vocabulary grammar pass, which is what llama-cpp-python's chain pays for
 every token it samples under a grammar.
 """
+
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
 
+import llama_cpp
 import numpy as np
 import pytest
 
-import llama_cpp
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.testing.models import ensure_model
 
-PERSONS = "\n".join([
-    "Name: Maria Lopez; Email: maria.lopez@example.com; City: Valencia; Phone: +34 612 345 678",
-    "Name: John Smith; Email: john.smith@example.org; City: Leeds; Phone: +44 7700 900123",
-    "Name: Aiko Tanaka; Email: aiko.tanaka@example.jp; City: Osaka; Phone: +81 90 1234 5678",
-    "Name: Lars Berg; Email: lars.berg@example.se; City: Uppsala; Phone: +46 70 123 45 67",
-])
-PERSON = {"type": "object", "properties": {
-    "name": {"type": "string"}, "email": {"type": "string"}, "city": {"type": "string"},
-    "phone": {"type": "string"}}, "required": ["name", "email", "city", "phone"]}
+PERSONS = "\n".join(
+    [
+        "Name: Maria Lopez; Email: maria.lopez@example.com; City: Valencia; Phone: +34 612 345 678",
+        "Name: John Smith; Email: john.smith@example.org; City: Leeds; Phone: +44 7700 900123",
+        "Name: Aiko Tanaka; Email: aiko.tanaka@example.jp; City: Osaka; Phone: +81 90 1234 5678",
+        "Name: Lars Berg; Email: lars.berg@example.se; City: Uppsala; Phone: +46 70 123 45 67",
+    ]
+)
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": "string"},
+        "city": {"type": "string"},
+        "phone": {"type": "string"},
+    },
+    "required": ["name", "email", "city", "phone"],
+}
 # An object around the array: with a bare array schema Gemma 270M answers "[ ]".
-SCHEMA = {"type": "object", "properties": {"people": {"type": "array", "items": PERSON}},
-          "required": ["people"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"people": {"type": "array", "items": PERSON}},
+    "required": ["people"],
+}
 EXTRACT = f"Extract every person below as a JSON array of objects.\n{PERSONS}"
 FREE = "Describe a fictional library with three books as one JSON object."
-TEMPLATES = {"qwen": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
-             "gemma": "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"}
+TEMPLATES = {
+    "qwen": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+    "gemma": "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n",
+}
 MODELS = {"qwen": "qwen2.5-coder-1.5b", "gemma": "gemma3-270m"}
 KW = dict(n_ctx=2048, n_threads=2, verbose=False, seed=7)
 
@@ -57,8 +72,12 @@ class Case:
         return llama_cpp.LlamaGrammar.from_string(llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
 
 
-CASES = [Case("qwen", "extract", 200), Case("qwen", "free", 120),
-         Case("gemma", "extract", 200), Case("gemma", "free", 120)]
+CASES = [
+    Case("qwen", "extract", 200),
+    Case("qwen", "free", 120),
+    Case("gemma", "extract", 200),
+    Case("gemma", "free", 120),
+]
 
 
 def _generation_speed(llm, prompt_tokens, case):
@@ -96,8 +115,10 @@ def bench_grammar_generation(benchmark, case, generation_rows):
     path = str(ensure_model(MODELS[case.model]))
     plain = llama_cpp.Llama(model_path=path, **KW)
     spec = SpeculativeLlama(path, draft="lookup", **KW)
-    prompt = plain.tokenize(TEMPLATES[case.model].format(
-        EXTRACT if case.prompt == "extract" else FREE).encode(), special=True)
+    prompt = plain.tokenize(
+        TEMPLATES[case.model].format(EXTRACT if case.prompt == "extract" else FREE).encode(),
+        special=True,
+    )
     runs = {"plain": [], "spec": []}
     texts = {}
 
@@ -115,16 +136,24 @@ def bench_grammar_generation(benchmark, case, generation_rows):
     per_row_us = stats.grammar_seconds / max(stats.grammar_rows, 1) * 1e6
     whole_us = _whole_vocabulary_pass_seconds(plain, case) * 1e6
     ratio = rate["spec"] / rate["plain"]
-    benchmark.extra_info.update(plain_tok_s=rate["plain"], spec_tok_s=rate["spec"], ratio=ratio,
-                                acceptance=stats.acceptance_rate, effective_k=stats.effective_k,
-                                verify_steps=stats.verify_steps, plain_steps=stats.plain_steps,
-                                grammar_us_per_row=per_row_us, whole_vocab_pass_us=whole_us,
-                                drafts_forbidden=stats.grammar_cut,
-                                same_text=texts["plain"] == texts["spec"])
+    benchmark.extra_info.update(
+        plain_tok_s=rate["plain"],
+        spec_tok_s=rate["spec"],
+        ratio=ratio,
+        acceptance=stats.acceptance_rate,
+        effective_k=stats.effective_k,
+        verify_steps=stats.verify_steps,
+        plain_steps=stats.plain_steps,
+        grammar_us_per_row=per_row_us,
+        whole_vocab_pass_us=whole_us,
+        drafts_forbidden=stats.grammar_cut,
+        same_text=texts["plain"] == texts["spec"],
+    )
     generation_rows.append(
         f"grammar {case.id:14s} plain {rate['plain']:6.2f} tok/s  spec {rate['spec']:6.2f} tok/s  "
         f"x{ratio:4.2f}  accept {100 * stats.acceptance_rate:5.1f}%  k {stats.effective_k:4.2f}  "
         f"grammar {per_row_us:6.0f} us/row (whole-vocabulary pass {whole_us / 1e3:6.1f} ms)  "
-        f"forbidden drafts {stats.grammar_cut}  same text {texts['plain'] == texts['spec']}")
+        f"forbidden drafts {stats.grammar_cut}  same text {texts['plain'] == texts['spec']}"
+    )
     spec.close()
     plain.close()

@@ -10,6 +10,7 @@ the graph, and pyspec without logprobs (what the logprobs cost it). Greedy, one 
 decode (draft_max=0, so every side decodes the same batches), 16 tokens. Nothing asserted
 about speed; the answers are checked to be the same text.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -54,7 +55,12 @@ def bench_completion_logprobs(benchmark, name):
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     assert len(set(texts.values())) == 1, texts  # greedy: the same answer everywhere
     med = {side: statistics.median(s) for side, s in seconds.items()}
-    benchmark.extra_info.update(model=name, n_top=N_TOP, max_tokens=REQUEST["max_tokens"],
-                                rounds=ROUNDS, **{f"{side}_s": v for side, v in med.items()})
+    benchmark.extra_info.update(
+        model=name,
+        n_top=N_TOP,
+        max_tokens=REQUEST["max_tokens"],
+        rounds=ROUNDS,
+        **{f"{side}_s": v for side, v in med.items()},
+    )
     for llm, _ in sides.values():
         llm.close()

@@ -7,6 +7,7 @@ on, copies every row of every request) and ``pyspec serve`` with lookup drafts, 
 plain, ...); the tokens/s of a request is its completion tokens over its wall time as the
 ``openai`` client sees it (prompt, HTTP and JSON included). Nothing is asserted about speed.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,9 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from pyspec.testing.models import ensure_model
+from bench_generation import REPEAT_PROMPT  # noqa: E402 (after the skips above)
 
-from bench_generation import REPEAT_PROMPT
+from pyspec.testing.models import ensure_model  # noqa: E402
 
 FREE_CHAT = [{"role": "user", "content": "Explain in a few paragraphs how a hash map works."}]
 ROUNDS = 4
@@ -37,15 +38,21 @@ def _free_port() -> int:
 
 def _start(argv, log):
     port = _free_port()
-    proc = subprocess.Popen(argv + ["--host", "127.0.0.1", "--port", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT, env=dict(os.environ, PYSPEC_COST_CACHE="off"))
+    proc = subprocess.Popen(
+        argv + ["--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PYSPEC_COST_CACHE="off"),
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(240):
         if proc.poll() is not None:
             raise RuntimeError(f"{argv[:4]} exited with {proc.returncode}")
         try:
             if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
-                return proc, openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=600)
+                return proc, openai.OpenAI(
+                    base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=600
+                )
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
@@ -56,11 +63,13 @@ def _start(argv, log):
 def _rate(client, case):
     t0 = time.perf_counter()
     if case == "repeat-completion":
-        out = client.completions.create(model="m", prompt=REPEAT_PROMPT, max_tokens=MAX_TOKENS,
-                                        temperature=0.0)
+        out = client.completions.create(
+            model="m", prompt=REPEAT_PROMPT, max_tokens=MAX_TOKENS, temperature=0.0
+        )
     else:
-        out = client.chat.completions.create(model="m", messages=FREE_CHAT, max_tokens=MAX_TOKENS,
-                                             temperature=0.0)
+        out = client.chat.completions.create(
+            model="m", messages=FREE_CHAT, max_tokens=MAX_TOKENS, temperature=0.0
+        )
     return out.usage.completion_tokens / (time.perf_counter() - t0)
 
 
@@ -68,12 +77,28 @@ def _rate(client, case):
 def bench_server_against_plain_llama_cpp_server(benchmark, generation_rows, tmp_path, case):
     path = str(ensure_model("gemma3-270m"))
     common = ["--n_ctx", "2048", "--n_threads", "2", "--chat_format", "gemma", "--verbose", "false"]
-    with open(tmp_path / "plain.log", "w") as plain_log, open(tmp_path / "pyspec.log", "w") as spec_log:
-        plain, plain_client = _start([sys.executable, "-m", "llama_cpp.server", "--model", path,
-                                      "--logits_all", "false", "--interrupt_requests", "false"] + common,
-                                     plain_log)
-        spec, spec_client = _start([sys.executable, "-m", "pyspec", "serve", "-m", path] + common,
-                                   spec_log)
+    with (
+        open(tmp_path / "plain.log", "w") as plain_log,
+        open(tmp_path / "pyspec.log", "w") as spec_log,
+    ):
+        plain, plain_client = _start(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                path,
+                "--logits_all",
+                "false",
+                "--interrupt_requests",
+                "false",
+            ]
+            + common,
+            plain_log,
+        )
+        spec, spec_client = _start(
+            [sys.executable, "-m", "pyspec", "serve", "-m", path] + common, spec_log
+        )
         pairs = []
         try:
             _rate(plain_client, case), _rate(spec_client, case)  # warm both
@@ -98,4 +123,5 @@ def bench_server_against_plain_llama_cpp_server(benchmark, generation_rows, tmp_
     generation_rows.append(
         f"server, gemma 270M, {case}: pyspec serve {spec_rate:.1f} tok/s vs llama_cpp.server "
         f"{plain_rate:.1f} tok/s = {spec_rate / plain_rate:.2f}x (per-pair {ratios[0]:.2f}-"
-        f"{ratios[-1]:.2f}, {len(pairs)} ABBA pairs, {MAX_TOKENS} tokens, greedy)")
+        f"{ratios[-1]:.2f}, {len(pairs)} ABBA pairs, {MAX_TOKENS} tokens, greedy)"
+    )

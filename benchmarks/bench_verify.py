@@ -1,6 +1,6 @@
 """pyspec.verify with point-mass drafts (float32, real and random logits), all accepted."""
-import pytest
 
+import pytest
 from _results import THREAD_CHOICES, measure
 from _workloads import MAIN_CASES, verify_call
 

@@ -1,15 +1,15 @@
 """Session fixtures (inputs built once, models loaded once) and the end-of-session table."""
+
 from __future__ import annotations
 
 import os
 import time
 
 import pytest
-
-import pyspec
-
 from _results import Results
 from _workloads import Workloads
+
+import pyspec
 
 _RESULTS = pytest.StashKey[Results]()
 _CPU_AT_START = pytest.StashKey[tuple]()
@@ -34,7 +34,7 @@ def _cpu_snapshot():
             jiffies = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    idle = jiffies[3] + jiffies[4]            # idle + iowait
+    idle = jiffies[3] + jiffies[4]  # idle + iowait
     busy_s = (sum(jiffies[:8]) - idle) / os.sysconf("SC_CLK_TCK")
     own = os.times()
     # Children count as the run's own: the servers of bench_server, the processes of
@@ -85,19 +85,29 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     write = terminalreporter.write_line
     terminalreporter.write_sep("=", "pyspec verify vs baselines")
-    write(f"medians in µs; verify uses pyspec.default_threads() = {pyspec.default_threads()} "
-          f"threads, 'verify 1T' one thread; SIMD {pyspec.SIMD}")
-    write("read = np.max(logits, axis=1) (float16: over an int16 view); chain = llama.cpp's "
-          "sampler chain per row; '+q' = with draft probabilities")
+    write(
+        f"medians in µs; verify uses pyspec.default_threads() = {pyspec.default_threads()} "
+        f"threads, 'verify 1T' one thread; SIMD {pyspec.SIMD}"
+    )
+    write(
+        "read = np.max(logits, axis=1) (float16: over an int16 view); chain = llama.cpp's "
+        "sampler chain per row; '+q' = with draft probabilities"
+    )
     for line in results.table_lines():
         write(line)
     start, end = config.stash.get(_CPU_AT_START, None), _cpu_snapshot()
     if start and end:
         # Another busy process stalls default-thread verify by a scheduler slice (~8 ms).
         load = _other_processes_load(start, end)
-        message = f"other processes kept {100 * load:.0f}% of the {os.cpu_count()} CPUs busy during the run"
+        message = (
+            f"other processes kept {100 * load:.0f}% of the {os.cpu_count()} CPUs "
+            "busy during the run"
+        )
         if load > 0.05:
-            write(f"warning: {message}; the timings (default-thread verify most) are not "
-                  "trustworthy: rerun on an idle machine", yellow=True)
+            write(
+                f"warning: {message}; the timings (default-thread verify most) are not "
+                "trustworthy: rerun on an idle machine",
+                yellow=True,
+            )
         else:
             write(message)

@@ -11,6 +11,7 @@ Everything between the markers is replaced, so a number typed there by hand does
 survive the next run, and ``--check`` (run by tests/test_readme.py) fails while the README
 and the JSON disagree. Standard library only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench_json import (REPO, RESULTS_DIR, MissingResults, load_first,  # noqa: E402
-                         not_measured, stripped)
-from _readme_sections import SECTIONS  # noqa: E402
-from _take_records import llama_build_record, suite_run_record  # noqa: E402
+from _bench_json import REPO, RESULTS_DIR, MissingResults, load_first, not_measured, stripped
+from _readme_sections import SECTIONS
+from _take_records import llama_build_record, suite_run_record
 
 MARKER = re.compile(r"^<!-- generated:([\w-]+) (begin|end) -->$", re.M)
 
@@ -37,10 +37,14 @@ def render(readme: str, results_dir: Path) -> str:
         name, edge = m.groups()
         if edge == "begin":
             if open_name:
-                raise SystemExit(f"readme_tables: section {open_name!r} has no end marker before {name!r}")
+                raise SystemExit(
+                    f"readme_tables: section {open_name!r} has no end marker before {name!r}"
+                )
             if name not in SECTIONS:
-                raise SystemExit(f"readme_tables: unknown section {name!r}; known: {', '.join(SECTIONS)}")
-            out.append(readme[pos:m.end()])
+                raise SystemExit(
+                    f"readme_tables: unknown section {name!r}; known: {', '.join(SECTIONS)}"
+                )
+            out.append(readme[pos : m.end()])
             open_name = name
         else:
             if name != open_name:
@@ -81,26 +85,46 @@ def take(source: Path, results_dir: Path) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 (with a diff) if the README is not what this writes")
-    parser.add_argument("--take", metavar="DIR", type=Path,
-                        help="first copy DIR/<suite>.json (pyspec bench --out DIR) into the results")
-    parser.add_argument("--take-build", action="store_true",
-                        help="first record the newest `pyspec install-llama` build (its time) "
-                             "from ~/.cache/pyspec as llama-build.json")
-    parser.add_argument("--take-test-log", metavar="LOG", type=Path,
-                        help="first record the test suite's counts and time from the log of a "
-                             "whole run (`cd tests && python3 -m pytest -q > LOG`) as test-run.json")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 (with a diff) if the README is not what this writes",
+    )
+    parser.add_argument(
+        "--take",
+        metavar="DIR",
+        type=Path,
+        help="first copy DIR/<suite>.json (pyspec bench --out DIR) into the results",
+    )
+    parser.add_argument(
+        "--take-build",
+        action="store_true",
+        help="first record the newest `pyspec install-llama` build (its time) "
+        "from ~/.cache/pyspec as llama-build.json",
+    )
+    parser.add_argument(
+        "--take-test-log",
+        metavar="LOG",
+        type=Path,
+        help="first record the test suite's counts and time from the log of a "
+        "whole run (`cd tests && python3 -m pytest -q > LOG`) as test-run.json",
+    )
     parser.add_argument("--readme", type=Path, default=REPO / "README.md")
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the JSON files' directory")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS_DIR, help="the JSON files' directory"
+    )
     args = parser.parse_args(argv)
     if args.take:
         if args.check:
             parser.error("--take changes the results; it cannot go with --check")
-        print(f"readme_tables: took {', '.join(take(args.take, args.results)) or 'nothing'} "
-              f"from {args.take}")
+        print(
+            f"readme_tables: took {', '.join(take(args.take, args.results)) or 'nothing'} "
+            f"from {args.take}"
+        )
     if (args.take_build or args.take_test_log) and args.check:
-        parser.error("--take-build and --take-test-log change the results; they cannot go with --check")
+        parser.error(
+            "--take-build and --take-test-log change the results; they cannot go with --check"
+        )
     records = []
     if args.take_build:
         cache = Path(os.environ.get("PYSPEC_CACHE") or Path.home() / ".cache" / "pyspec")
@@ -116,11 +140,19 @@ def main(argv=None) -> int:
     if args.check:
         if wanted == current:
             return 0
-        diff = difflib.unified_diff(current.splitlines(), wanted.splitlines(), "README.md",
-                                    "README.md as generated", lineterm="", n=1)
+        diff = difflib.unified_diff(
+            current.splitlines(),
+            wanted.splitlines(),
+            "README.md",
+            "README.md as generated",
+            lineterm="",
+            n=1,
+        )
         print("\n".join(list(diff)[:60]))
-        print(f"readme_tables: {args.readme} differs from the JSON in {args.results}; "
-              "run python3 benchmarks/readme_tables.py")
+        print(
+            f"readme_tables: {args.readme} differs from the JSON in {args.results}; "
+            "run python3 benchmarks/readme_tables.py"
+        )
         return 1
     if wanted != current:
         args.readme.write_text(wanted)

@@ -122,7 +122,15 @@ typedef enum pyspec_limits {
     PYSPEC_GRAPH_MAX_TOP = 64, /* top logprobs per row the in-graph sampler hands out */
     PYSPEC_SUFFIX_MAX_MATCH = 64,        /* longest match a suffix index looks for */
     PYSPEC_SUFFIX_MAX_OCCURRENCES = 256, /* occurrences one suffix-index draft weighs */
-    PYSPEC_SUFFIX_SEPARATOR = -1         /* the token that ends a document in a suffix index */
+    PYSPEC_SUFFIX_SEPARATOR = -1,        /* the token that ends a document in a suffix index */
+    /* A draft row must sum to 1 within this many millionths (1e-3). */
+    PYSPEC_DRAFT_SUM_TOLERANCE_PPM = 1000,
+    /* A draft probability may exceed 1 by this many millionths (1.0001): the rounding of a
+     * draft model's float softmax can put a near-certain token slightly above 1. */
+    PYSPEC_DRAFT_Q_SLACK_PPM = 100,
+    /* Draft tokens one speculative round may verify (pyspec.llama: draft_max; a batch of at
+     * most 65 rows). */
+    PYSPEC_MAX_DRAFT = 64
 } pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */

@@ -12,12 +12,12 @@
 #include <stdint.h>
 
 #include "hostdevice.h"
+#include "pyspec.h"
 
 #define PYSPEC_FLOAT_MAX 3.40282346638528859811704183484516925e+38f
 
-/* The largest probability a draft row may give one token: 1 with room for the rounding of
- * a draft model's float softmax, which can put a near-certain token slightly above 1. */
-#define PYSPEC_DRAFT_Q_MAX 1.0001f
+/* The largest probability a draft row may give one token (pyspec.h's limits: 1.0001). */
+#define PYSPEC_DRAFT_Q_MAX ((float)(1.0 + PYSPEC_DRAFT_Q_SLACK_PPM * 1e-6))
 
 /* Whether q is usable as a draft probability: in [0, PYSPEC_DRAFT_Q_MAX] (NaN is not). */
 PYSPEC_HD int pyspec_draft_q_in_range(float q) {

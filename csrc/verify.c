@@ -19,7 +19,7 @@
 #include "philox.h"
 #include "rules.h"
 
-#define PYSPEC_DRAFT_SUM_TOLERANCE 1e-3
+#define PYSPEC_DRAFT_SUM_TOLERANCE (PYSPEC_DRAFT_SUM_TOLERANCE_PPM * 1e-6)
 
 /* q(token) from row `row` of the draft probabilities; 0 for a token a sparse row omits.
  * Returns 0 when the value is not a probability. */
@@ -38,17 +38,18 @@ static int draft_q(const pyspec_draft_probs *dp, int64_t row, int32_t token, dou
 }
 
 /* A sparse draft row is short, so it is checked to be a distribution when its row is
- * resolved: entries in [0, 1] summing to 1 within PYSPEC_DRAFT_SUM_TOLERANCE. q that is not a
+ * resolved: entries in [0, PYSPEC_DRAFT_Q_MAX] summing to 1 within PYSPEC_DRAFT_SUM_TOLERANCE. q that is not a
  * distribution would bias rejection sampling without any error. (A dense row is never
  * streamed; the Python API checks it.) Rows after a rejection are not read, nor checked. */
 static pyspec_status check_sparse_row(const pyspec_draft_probs *dp, int64_t i, pyspec_error *err) {
     const float *q = dp->probs + i * dp->row_stride;
     double sum = 0.0;
     for (int64_t j = 0; j < dp->n_per_row; ++j) {
-        if (!(q[j] >= 0.0f && q[j] <= 1.0f))
+        if (!pyspec_draft_q_in_range(q[j]))
             return pyspec_fail(err, PYSPEC_ERR_DRAFT_PROBS,
                                "draft_probs row %lld entry %lld is %g; probabilities must be in "
-                               "[0, 1]", (long long)i, (long long)j, (double)q[j]);
+                               "[0, 1] (up to %g for rounding)", (long long)i, (long long)j,
+                               (double)q[j], (double)PYSPEC_DRAFT_Q_MAX);
         sum += q[j];
     }
     if (!(fabs(sum - 1.0) <= PYSPEC_DRAFT_SUM_TOLERANCE))

@@ -4,12 +4,31 @@ The heart is a fused multi-output verifier (``verify``): one call over all the v
 of a draft applies the sampling transforms, decides acceptance by modified rejection
 sampling and draws the corrective or bonus token, in one pass per vocabulary-wide row.
 """
+
 from pyspec._native.ffi import lib as _lib
-from pyspec.errors import CapacityError, DraftProbsError, LogitsError, PyspecError
+from pyspec.errors import (
+    CapacityError,
+    DraftProbsError,
+    InvalidInputError,
+    InvalidRequestError,
+    LogitsError,
+    PyspecError,
+    PyspecRuntimeError,
+)
 from pyspec.params import SamplingParams
-from pyspec.rng import Purpose, philox4x32_10, uniform
 from pyspec.request import LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
-from pyspec.verifier import default_threads, distribution, distribution_sparse, row_logprobs, sample, verify, verify_batch, verify_from_pointer
+from pyspec.rng import Purpose, philox4x32_10, uniform
+from pyspec.verifier import (
+    default_threads,
+    distribution,
+    distribution_sparse,
+    row_logprobs,
+    sample,
+    verify,
+    verify_batch,
+    verify_from_pointer,
+)
+
 
 def _c_string(value) -> str:
     from pyspec._native.ffi import ffi
@@ -25,8 +44,32 @@ from pyspec import cuda  # noqa: E402  (the CUDA back end; imports no GPU librar
 from pyspec.cuda import cuda_available  # noqa: E402
 
 __all__ = [
-    "CapacityError", "DraftProbsError", "LogitsError", "PyspecError", "Purpose",
-    "SamplingParams", "SparseDraftProbs", "VerifyRequest", "VerifyResult", "default_threads",
-    "distribution", "distribution_sparse", "LogitsPointer", "philox4x32_10", "RowLogprobs", "row_logprobs", "sample", "uniform", "verify", "verify_batch",
-    "verify_from_pointer", "SIMD", "HAS_CUDA", "cuda", "cuda_available",
+    "CapacityError",
+    "DraftProbsError",
+    "LogitsError",
+    "PyspecError",
+    "InvalidInputError",
+    "InvalidRequestError",
+    "PyspecRuntimeError",
+    "Purpose",
+    "SamplingParams",
+    "SparseDraftProbs",
+    "VerifyRequest",
+    "VerifyResult",
+    "default_threads",
+    "distribution",
+    "distribution_sparse",
+    "LogitsPointer",
+    "philox4x32_10",
+    "RowLogprobs",
+    "row_logprobs",
+    "sample",
+    "uniform",
+    "verify",
+    "verify_batch",
+    "verify_from_pointer",
+    "SIMD",
+    "HAS_CUDA",
+    "cuda",
+    "cuda_available",
 ]

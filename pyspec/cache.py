@@ -1,4 +1,5 @@
 """Where pyspec keeps what it builds and learns: ``~/.cache/pyspec`` or ``$PYSPEC_CACHE``."""
+
 from __future__ import annotations
 
 import os

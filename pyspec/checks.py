@@ -6,6 +6,7 @@ wrong in the same way gets the same exception and message on the CPU and on a GP
 new argument is checked in one place. What only one back end has (thread counts on the CPU,
 device indices and streams on the GPU) stays with it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,17 +14,15 @@ from typing import Optional
 
 import numpy as np
 
-from pyspec.arrays import device as device_arrays
-from pyspec._native.abi import Status
-from pyspec.arrays.view import LOGIT_CODES, ArrayView
+from pyspec._native.abi import DRAFT_Q_MAX, DRAFT_SUM_TOLERANCE, Status
 from pyspec._native.ffi import ffi
-from pyspec.errors import DraftProbsError, PyspecError
+from pyspec.arrays import device as device_arrays
+from pyspec.arrays.view import LOGIT_CODES, ArrayView
+from pyspec.errors import DraftProbsError, InvalidInputError
 from pyspec.params import SamplingParams
 from pyspec.request import VerifyRequest
 
 POINTER_BITS = 8 * ffi.sizeof("void *")
-# A dense draft row must sum to 1 within this, as the C library's check of sparse rows.
-DRAFT_SUM_TOLERANCE = 1e-3
 
 
 def _is_int(value) -> bool:
@@ -32,20 +31,25 @@ def _is_int(value) -> bool:
 
 def check_params(params, name: str = "params") -> SamplingParams:
     if not isinstance(params, SamplingParams):
-        raise PyspecError(f"{name} must be a pyspec.SamplingParams, got {type(params).__name__}",
-                          Status.PARAM)
+        raise InvalidInputError(
+            f"{name} must be a pyspec.SamplingParams, got {type(params).__name__}", Status.PARAM
+        )
     return params
 
 
 def check_position(position, n_draft: int = 0) -> int:
     """The absolute position of row 0 as an int; rows 0..n_draft must all fit in 63 bits."""
     if not _is_int(position):
-        raise PyspecError(f"position must be an int, got {type(position).__name__} {position!r}",
-                          Status.SHAPE)
+        raise InvalidInputError(
+            f"position must be an int, got {type(position).__name__} {position!r}", Status.SHAPE
+        )
     limit = 2**63 - 1 - n_draft
     if not 0 <= position <= limit:
-        raise PyspecError(f"position must be in [0, 2**63 - 1 - n_draft] = [0, {limit}] (the "
-                          f"last row's position must fit in 63 bits), got {position}", Status.SHAPE)
+        raise InvalidInputError(
+            f"position must be in [0, 2**63 - 1 - n_draft] = [0, {limit}] (the "
+            f"last row's position must fit in 63 bits), got {position}",
+            Status.SHAPE,
+        )
     return int(position)
 
 
@@ -53,28 +57,37 @@ def check_address(address, name: str) -> int:
     """A raw address as an int: non-null and within a pointer (ffi.cast would silently keep
     only the low bits of a larger int)."""
     if not _is_int(address) or not 0 < address < 2**POINTER_BITS:
-        raise PyspecError(f"{name} must be a non-null address that fits in a pointer "
-                          f"({POINTER_BITS} bits), got {address!r}", Status.NULL)
+        raise InvalidInputError(
+            f"{name} must be a non-null address that fits in a pointer "
+            f"({POINTER_BITS} bits), got {address!r}",
+            Status.NULL,
+        )
     return int(address)
 
 
 def check_n_vocab(n_vocab, name: str = "n_vocab") -> int:
     if not _is_int(n_vocab) or not 1 <= n_vocab < 2**31:
-        raise PyspecError(f"{name} must be an int in [1, 2**31), got {n_vocab!r}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be an int in [1, 2**31), got {n_vocab!r}", Status.SHAPE
+        )
     return int(n_vocab)
 
 
 def check_count(count, name: str, limit: int) -> int:
     """A count in [0, limit] as an int."""
     if not _is_int(count) or not 0 <= count <= limit:
-        raise PyspecError(f"{name} must be an int in [0, {limit}], got {count!r}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be an int in [0, {limit}], got {count!r}", Status.SHAPE
+        )
     return int(count)
 
 
 def check_token(token, name: str, n_vocab: int) -> int:
     """One token id in [0, n_vocab) as an int."""
     if not _is_int(token) or not 0 <= token < n_vocab:
-        raise PyspecError(f"{name} = {token!r} is outside [0, n_vocab = {n_vocab})", Status.TOKEN)
+        raise InvalidInputError(
+            f"{name} = {token!r} is outside [0, n_vocab = {n_vocab})", Status.TOKEN
+        )
     return int(token)
 
 
@@ -83,20 +96,25 @@ def check_row_stride(row_stride, n_vocab: int) -> int:
     if row_stride is None:
         return n_vocab
     if not _is_int(row_stride) or not n_vocab <= row_stride < 2**62:
-        raise PyspecError(f"row_stride must be an int >= n_vocab ({n_vocab}), got {row_stride!r}",
-                          Status.SHAPE)
+        raise InvalidInputError(
+            f"row_stride must be an int >= n_vocab ({n_vocab}), got {row_stride!r}", Status.SHAPE
+        )
     return int(row_stride)
 
 
 def check_requests(requests) -> list:
     """``requests`` as a list, each a VerifyRequest."""
     if isinstance(requests, (str, bytes)) or not hasattr(requests, "__len__"):
-        raise PyspecError(f"requests must be a list of pyspec.VerifyRequest, got "
-                          f"{type(requests).__name__}", Status.SHAPE)
+        raise InvalidInputError(
+            f"requests must be a list of pyspec.VerifyRequest, got {type(requests).__name__}",
+            Status.SHAPE,
+        )
     for i, req in enumerate(requests):
         if not isinstance(req, VerifyRequest):
-            raise PyspecError(f"requests[{i}] must be a pyspec.VerifyRequest, got "
-                              f"{type(req).__name__}", Status.SHAPE)
+            raise InvalidInputError(
+                f"requests[{i}] must be a pyspec.VerifyRequest, got {type(req).__name__}",
+                Status.SHAPE,
+            )
     return list(requests)
 
 
@@ -108,11 +126,14 @@ def draft_count(tokens, name: str) -> int:
         shape = getattr(tokens, "shape", None)
     if shape is not None and not isinstance(tokens, (str, bytes)):
         if len(shape) != 1:
-            raise PyspecError(f"{name} must be 1-D, got shape {tuple(shape)}", Status.SHAPE)
+            raise InvalidInputError(f"{name} must be 1-D, got shape {tuple(shape)}", Status.SHAPE)
         return int(shape[0])
     if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__"):
-        raise PyspecError(f"{name} must be a 1-D sequence of token ids (a list or an int "
-                          f"array), got {type(tokens).__name__} {tokens!r:.60}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be a 1-D sequence of token ids (a list or an int "
+            f"array), got {type(tokens).__name__} {tokens!r:.60}",
+            Status.SHAPE,
+        )
     return len(tokens)
 
 
@@ -146,43 +167,61 @@ def logits_rows(view: ArrayView, name: str, n_rows: Optional[int] = None) -> Log
     if len(shape) == 1:
         shape, strides = (1, shape[0]), (shape[0], 1)
     if len(shape) != 2:
-        raise PyspecError(f"{name} must be 2-D [rows, n_vocab], got shape {view.shape}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be 2-D [rows, n_vocab], got shape {view.shape}", Status.SHAPE
+        )
     code = LOGIT_CODES.get(view.dtype)
     if code is None:
-        raise PyspecError(f"{name} must be float32, float16 or bfloat16, got {view.dtype} (no "
-                          "up-cast copy is made; convert it yourself if that is what you want)",
-                          Status.DTYPE)
+        raise InvalidInputError(
+            f"{name} must be float32, float16 or bfloat16, got {view.dtype} (no "
+            "up-cast copy is made; convert it yourself if that is what you want)",
+            Status.DTYPE,
+        )
     if n_rows is not None and shape[0] != n_rows:
-        raise PyspecError(f"{name} has {shape[0]} rows; it needs n_draft + 1 = {n_rows}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} has {shape[0]} rows; it needs n_draft + 1 = {n_rows}", Status.SHAPE
+        )
     if shape[1] < 1:
-        raise PyspecError(f"{name} has an empty vocabulary axis", Status.SHAPE)
+        raise InvalidInputError(f"{name} has an empty vocabulary axis", Status.SHAPE)
     if shape[1] > 1 and strides[1] != 1:
-        raise PyspecError(f"{name} must be contiguous along the vocabulary axis (strides "
-                          f"{strides} elements)", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be contiguous along the vocabulary axis (strides {strides} elements)",
+            Status.SHAPE,
+        )
     row_stride = strides[0] if shape[0] > 1 else shape[1]
     if shape[0] > 1 and row_stride < shape[1]:
-        raise PyspecError(f"{name} rows must not overlap (strides {strides} elements)", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} rows must not overlap (strides {strides} elements)", Status.SHAPE
+        )
     return LogitsRows(view, code, row_stride, shape[1])
 
 
 def check_same_vocabulary(rows: LogitsRows, first: LogitsRows, name: str) -> None:
     """Every request of one call shares requests[0]'s vocabulary size and dtype."""
     if rows.n_vocab != first.n_vocab or rows.dtype != first.dtype:
-        raise PyspecError(f"{name} is [{rows.n_vocab}] {rows.view.dtype}; every request must "
-                          f"share requests[0]'s vocabulary ({first.n_vocab}) and dtype", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} is [{rows.n_vocab}] {rows.view.dtype}; every request must "
+            f"share requests[0]'s vocabulary ({first.n_vocab}) and dtype",
+            Status.SHAPE,
+        )
 
 
 def dense_draft_rows(view: ArrayView, n_draft: int, n_vocab: int) -> int:
     """Checks dense draft probabilities (``[n_draft, n_vocab]`` float32, rows contiguous);
     returns the row stride in elements."""
     if view.dtype != "float32":
-        raise PyspecError(f"draft_probs must be float32, got {view.dtype}", Status.DTYPE)
+        raise InvalidInputError(f"draft_probs must be float32, got {view.dtype}", Status.DTYPE)
     if view.ndim != 2 or tuple(view.shape) != (n_draft, n_vocab):
-        raise PyspecError(f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, "
-                          f"{n_vocab}], got {tuple(view.shape)}", Status.SHAPE)
+        raise InvalidInputError(
+            f"draft_probs must have shape [n_draft, n_vocab] = [{n_draft}, "
+            f"{n_vocab}], got {tuple(view.shape)}",
+            Status.SHAPE,
+        )
     if n_vocab > 1 and view.strides[1] != 1:
-        raise PyspecError(f"draft_probs rows must be contiguous float32 (strides {view.strides} "
-                          "elements)", Status.SHAPE)
+        raise InvalidInputError(
+            f"draft_probs rows must be contiguous float32 (strides {view.strides} elements)",
+            Status.SHAPE,
+        )
     return view.strides[0] if n_draft > 1 else n_vocab
 
 
@@ -190,13 +229,16 @@ def check_sparse_shapes(tokens_shape, probs_shape, n_draft: int) -> None:
     """Sparse draft probabilities are two ``[n_draft, m]`` arrays."""
     tokens_shape, probs_shape = tuple(tokens_shape), tuple(probs_shape)
     if tokens_shape != probs_shape or len(tokens_shape) != 2 or tokens_shape[0] != n_draft:
-        raise PyspecError(f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
-                          f"tokens {tokens_shape} and probs {probs_shape}", Status.SHAPE)
+        raise InvalidInputError(
+            f"sparse draft_probs must be two [n_draft = {n_draft}, m] arrays, got "
+            f"tokens {tokens_shape} and probs {probs_shape}",
+            Status.SHAPE,
+        )
 
 
 def check_sparse_probs_dtype(dtype: str) -> None:
     if dtype != "float32":
-        raise PyspecError(f"draft_probs.probs must be float32, got {dtype}", Status.DTYPE)
+        raise InvalidInputError(f"draft_probs.probs must be float32, got {dtype}", Status.DTYPE)
 
 
 def sparse_draft_rows(tokens: ArrayView, probs: ArrayView, n_draft: int):
@@ -205,14 +247,22 @@ def sparse_draft_rows(tokens: ArrayView, probs: ArrayView, n_draft: int):
     check_sparse_shapes(tokens.shape, probs.shape, n_draft)
     check_sparse_probs_dtype(probs.dtype)
     if tokens.dtype != "int32":
-        raise PyspecError(f"draft_probs.tokens must be int32, got {tokens.dtype}", Status.DTYPE)
+        raise InvalidInputError(
+            f"draft_probs.tokens must be int32, got {tokens.dtype}", Status.DTYPE
+        )
     m = tokens.shape[1]
     if m > 1 and (tokens.strides[1] != 1 or probs.strides[1] != 1):
-        raise PyspecError("sparse draft_probs rows must be contiguous, got strides "
-                          f"{tokens.strides} and {probs.strides}", Status.SHAPE)
+        raise InvalidInputError(
+            "sparse draft_probs rows must be contiguous, got strides "
+            f"{tokens.strides} and {probs.strides}",
+            Status.SHAPE,
+        )
     if n_draft > 1 and tokens.strides[0] != probs.strides[0]:
-        raise PyspecError("sparse draft_probs tokens and probs must have equal row strides, got "
-                          f"{tokens.strides} and {probs.strides}", Status.SHAPE)
+        raise InvalidInputError(
+            "sparse draft_probs tokens and probs must have equal row strides, got "
+            f"{tokens.strides} and {probs.strides}",
+            Status.SHAPE,
+        )
     return (tokens.strides[0] if n_draft > 1 else m), m
 
 
@@ -225,10 +275,14 @@ def check_dense_rows_sum_to_one(q: np.ndarray) -> None:
     bad = np.flatnonzero(~(np.abs(sums - 1.0) <= DRAFT_SUM_TOLERANCE))
     if bad.size:
         i = int(bad[0])
-        raise DraftProbsError(f"draft_probs row {i} sums to {sums[i]:.6g}; a draft distribution "
-                              f"must sum to 1 (within {DRAFT_SUM_TOLERANCE}); pass "
-                              f"check_draft_probs=False to skip this check")
+        raise DraftProbsError(
+            f"draft_probs row {i} sums to {sums[i]:.6g}; a draft distribution "
+            f"must sum to 1 (within {DRAFT_SUM_TOLERANCE}); pass "
+            f"check_draft_probs=False to skip this check"
+        )
     low, high = q.min(initial=0.0), q.max(initial=0.0)
-    if low < 0.0 or high > 1.0:
-        raise DraftProbsError(f"draft_probs holds {low if low < 0 else high:g}; probabilities "
-                              f"must be in [0, 1]")
+    if low < 0.0 or high > DRAFT_Q_MAX:
+        raise DraftProbsError(
+            f"draft_probs holds {low if low < 0 else high:g}; probabilities must be in [0, 1] "
+            f"(up to {DRAFT_Q_MAX:g} for rounding)"
+        )

@@ -20,6 +20,7 @@ both give the same messages. What the path asks of CUDA goes through ``backend``
 ``CudaBackend``); ``use_backend`` swaps it, which is how the tests run this module on host
 memory.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,13 +30,13 @@ from typing import Optional, Sequence
 import numpy as np
 
 from pyspec import checks
-from pyspec.arrays import device as dev
-from pyspec.arrays import host as host_arrays
 from pyspec._native.abi import Status
-from pyspec.arrays.view import ArrayView
 from pyspec._native.c_call import SequenceTable, check, new_error
 from pyspec._native.ffi import ffi, lib
-from pyspec.errors import PyspecError
+from pyspec.arrays import device as dev
+from pyspec.arrays import host as host_arrays
+from pyspec.arrays.view import ArrayView
+from pyspec.errors import CudaUnavailableError, InvalidInputError
 from pyspec.params import SamplingParams
 from pyspec.request import SparseDraftProbs, VerifyRequest, VerifyResult
 
@@ -65,16 +66,21 @@ def stream_handle(stream) -> int:
     if stream is None:
         return 0
     if isinstance(stream, bool):
-        raise PyspecError(f"stream must be None, an int cudaStream_t or a stream object, got {stream!r}",
-                          Status.PARAM)
+        raise InvalidInputError(
+            f"stream must be None, an int cudaStream_t or a stream object, got {stream!r}",
+            Status.PARAM,
+        )
     if isinstance(stream, int):
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attr, None)
         if isinstance(value, int):
             return value
-    raise PyspecError(f"stream must be None, an int cudaStream_t or a stream object with "
-                      f"cuda_stream or ptr, got {type(stream).__name__}", Status.PARAM)
+    raise InvalidInputError(
+        f"stream must be None, an int cudaStream_t or a stream object with "
+        f"cuda_stream or ptr, got {type(stream).__name__}",
+        Status.PARAM,
+    )
 
 
 class _DeviceBuffer:
@@ -95,20 +101,33 @@ class _DeviceBuffer:
             lib.pyspec_cuda_free(self.device, ptr)
 
 
+# Rows a verifier's workspace holds per sequence unless told: a 16-token draft and its bonus
+# row (the llama loop's default draft_max); a larger call grows the workspace.
+DEFAULT_ROWS_PER_SEQUENCE = 17
+
+
 class CudaVerifier:
     """A CUDA verifier with its device workspace (allocated once; see pyspec.h)."""
 
-    def __init__(self, max_vocab: int, max_seqs: int = 64, max_rows: Optional[int] = None,
-                 device: int = 0):
+    def __init__(
+        self, max_vocab: int, max_seqs: int = 64, max_rows: Optional[int] = None, device: int = 0
+    ):
         backend.require()
         if max_rows is None:
-            max_rows = max_seqs * 17
+            max_rows = max_seqs * DEFAULT_ROWS_PER_SEQUENCE
         out = ffi.new("pyspec_cuda_verifier **")
         self._err = new_error()
-        check(lib.pyspec_cuda_verifier_create(max_vocab, max_seqs, max_rows, device, out,
-                                              self._err), self._err)
+        check(
+            lib.pyspec_cuda_verifier_create(max_vocab, max_seqs, max_rows, device, out, self._err),
+            self._err,
+        )
         self._ptr = out[0]
-        self.max_vocab, self.max_seqs, self.max_rows, self.device = max_vocab, max_seqs, max_rows, device
+        self.max_vocab, self.max_seqs, self.max_rows, self.device = (
+            max_vocab,
+            max_seqs,
+            max_rows,
+            device,
+        )
         self._arena: Optional[_DeviceBuffer] = None
 
     def close(self) -> None:
@@ -128,13 +147,19 @@ class CudaVerifier:
         return self._arena
 
     def enqueue(self, seqs, n_seqs: int, n_vocab: int, dtype: int, stream: int) -> None:
-        check(lib.pyspec_cuda_verify_batch(self._ptr, seqs, n_seqs, n_vocab, dtype,
-                                           ffi.cast("void *", stream), self._err), self._err)
+        check(
+            lib.pyspec_cuda_verify_batch(
+                self._ptr, seqs, n_seqs, n_vocab, dtype, ffi.cast("void *", stream), self._err
+            ),
+            self._err,
+        )
 
     def last_error(self, stream: int) -> None:
         """Waits for `stream` and raises the first device-side failure since the last check."""
-        check(lib.pyspec_cuda_verifier_last_error(self._ptr, ffi.cast("void *", stream),
-                                                  self._err), self._err)
+        check(
+            lib.pyspec_cuda_verifier_last_error(self._ptr, ffi.cast("void *", stream), self._err),
+            self._err,
+        )
 
 
 class CudaBackend:
@@ -149,15 +174,20 @@ class CudaBackend:
         self._local = threading.local()
 
     def require(self) -> None:
-        """Raises PyspecError(CUDA) unless the back end is built in and a device exists."""
+        """Raises CudaUnavailableError unless the back end is built in and a device exists."""
         if not built_with_cuda():
-            raise PyspecError("pyspec was built without CUDA, so it cannot verify device arrays "
-                              "(reinstall it where nvcc is found, or pass host arrays)", Status.CUDA)
+            raise CudaUnavailableError(
+                "pyspec was built without CUDA, so it cannot verify device arrays "
+                "(reinstall it where nvcc is found, or pass host arrays)",
+                Status.CUDA,
+            )
         n = ffi.new("int32_t *")
         err = new_error()
         check(lib.pyspec_cuda_device_count(n, err), err)
         if n[0] == 0:
-            raise PyspecError("no CUDA device: cudaGetDeviceCount found 0 devices", Status.CUDA)
+            raise CudaUnavailableError(
+                "no CUDA device: cudaGetDeviceCount found 0 devices", Status.CUDA
+            )
 
     def _verifiers(self) -> dict:
         if not hasattr(self._local, "by_device"):
@@ -171,7 +201,7 @@ class CudaBackend:
         if v is None or not v.fits(n_vocab, n_seqs, n_rows):
             vocab = max(n_vocab, v.max_vocab if v else 0)
             seqs = max(n_seqs, v.max_seqs if v else 0, 64)
-            rows = max(n_rows, v.max_rows if v else 0, 17 * seqs)
+            rows = max(n_rows, v.max_rows if v else 0, DEFAULT_ROWS_PER_SEQUENCE * seqs)
             by_device.pop(device, None)
             v = None  # free the old workspace before allocating the new one
             v = by_device[device] = CudaVerifier(vocab, seqs, rows, device)
@@ -182,8 +212,18 @@ class CudaBackend:
 
     def memcpy(self, device: int, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
         err = new_error()
-        check(lib.pyspec_cuda_memcpy(device, ffi.cast("void *", dst), ffi.cast("void *", src),
-                                     nbytes, kind, ffi.cast("void *", stream), err), err)
+        check(
+            lib.pyspec_cuda_memcpy(
+                device,
+                ffi.cast("void *", dst),
+                ffi.cast("void *", src),
+                nbytes,
+                kind,
+                ffi.cast("void *", stream),
+                err,
+            ),
+            err,
+        )
 
 
 backend = CudaBackend()
@@ -205,16 +245,21 @@ def _same_device(a: ArrayView, device, name: str) -> None:
     # reports a device that cannot serve the call ("device 3 does not exist") as
     # PYSPEC_ERR_CUDA, so this is that status (not DTYPE: the element type is fine).
     if device is not None and a.device is not None and a.device != device:
-        raise PyspecError(f"{name} is on CUDA device {a.device} but target_logits is on device "
-                          f"{device}; every array of a call must be on one device", Status.CUDA)
+        raise InvalidInputError(
+            f"{name} is on CUDA device {a.device} but target_logits is on device "
+            f"{device}; every array of a call must be on one device",
+            Status.CUDA,
+        )
 
 
-def _host_array_error(name: str, device) -> PyspecError:
+def _host_array_error(name: str, device) -> InvalidInputError:
     # The same status as arrays on two devices (_same_device): the element type is fine, the
     # memory is not where the call runs.
-    return PyspecError(f"{name} is a host array but target_logits is on CUDA device {device}: "
-                       f"pass {name} on the same device (only token lists may be host data)",
-                       Status.CUDA)
+    return InvalidInputError(
+        f"{name} is a host array but target_logits is on CUDA device {device}: "
+        f"pass {name} on the same device (only token lists may be host data)",
+        Status.CUDA,
+    )
 
 
 def _device_view(obj, name: str, device) -> ArrayView:
@@ -230,18 +275,23 @@ class _Uploads:
     into one blob that is copied into the arena behind the outputs."""
 
     def __init__(self):
-        self.parts = []   # host int32 arrays, in blob order
-        self.keep = []    # device arrays' owners
+        self.parts = []  # host int32 arrays, in blob order
+        self.keep = []  # device arrays' owners
 
     def add(self, obj, name: str, n_vocab: int, device):
         """(address or ("blob", offset), count) of a host or device list of token ids."""
         if dev.is_device_array(obj):
             a = dev.describe(obj, name)
             if a.dtype != "int32":
-                raise PyspecError(f"{name} on the device must be int32, got {a.dtype}", Status.DTYPE)
+                raise InvalidInputError(
+                    f"{name} on the device must be int32, got {a.dtype}", Status.DTYPE
+                )
             if a.ndim != 1 or (a.shape[0] > 1 and a.strides[0] != 1):
-                raise PyspecError(f"{name} on the device must be a contiguous 1-D array, got "
-                                  f"shape {a.shape} strides {a.strides}", Status.SHAPE)
+                raise InvalidInputError(
+                    f"{name} on the device must be a contiguous 1-D array, got "
+                    f"shape {a.shape} strides {a.strides}",
+                    Status.SHAPE,
+                )
             _same_device(a, device, name)
             self.keep.append(a.owner)
             return a.ptr, a.shape[0]
@@ -276,8 +326,11 @@ def _checked_entries(requests, single: bool, uploads: _Uploads, keep: list):
         prefix = "" if single else f"requests[{i}]."
         name = f"{prefix}target_logits"
         if not dev.is_device_array(req.target_logits):
-            raise PyspecError(f"{name} is a host array but requests[0].target_logits is on a "
-                              "CUDA device; a call's logits must all be on one device", Status.CUDA)
+            raise InvalidInputError(
+                f"{name} is a host array but requests[0].target_logits is on a "
+                "CUDA device; a call's logits must all be on one device",
+                Status.CUDA,
+            )
         n_draft = checks.draft_count(req.draft_tokens, f"{prefix}draft_tokens")
         rows = checks.logits_rows(dev.describe(req.target_logits, name), name, n_draft + 1)
         if first is None:
@@ -289,17 +342,24 @@ def _checked_entries(requests, single: bool, uploads: _Uploads, keep: list):
         position = checks.check_position(req.position, n_draft)
         tokens = uploads.add(req.draft_tokens, f"{prefix}draft_tokens", rows.n_vocab, device)
         window = checks.penalty_window(params, req.penalty_history)
-        history = (uploads.add(window, "penalty_history", rows.n_vocab, device)
-                   if window is not None else (None, 0))
-        draft_rows = (_device_draft_rows(req.draft_probs, n_draft, rows.n_vocab, device, keep)
-                      if req.draft_probs is not None else None)
+        history = (
+            uploads.add(window, "penalty_history", rows.n_vocab, device)
+            if window is not None
+            else (None, 0)
+        )
+        draft_rows = (
+            _device_draft_rows(req.draft_probs, n_draft, rows.n_vocab, device, keep)
+            if req.draft_probs is not None
+            else None
+        )
         entries.append((rows, n_draft, tokens, history, draft_rows, params, position, total_rows))
         total_rows += n_draft + 1
     return entries, first, device, total_rows
 
 
-def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None,
-                 _single: bool = False) -> list:
+def verify_batch(
+    requests: Sequence, *, logprobs: bool = False, stream=None, _single: bool = False
+) -> list:
     """``pyspec.verify_batch`` for requests whose target_logits are CUDA arrays (see the
     module docstring). Returns host ``VerifyResult``s once the stream has run the call."""
     requests = checks.check_requests(requests)
@@ -319,7 +379,9 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None,
     arena = verifier.arena(out_bytes + (blob.nbytes if blob is not None else 0))
     base = arena.address()
     if blob is not None:
-        backend.memcpy(device, base + out_bytes, host_arrays.address(blob), blob.nbytes, HOST_TO_DEVICE, s)
+        backend.memcpy(
+            device, base + out_bytes, host_arrays.address(blob), blob.nbytes, HOST_TO_DEVICE, s
+        )
 
     def address(ref):
         where, n = ref
@@ -328,47 +390,86 @@ def verify_batch(requests: Sequence, *, logprobs: bool = False, stream=None,
         return base + out_bytes + where[1] if isinstance(where, tuple) else where
 
     table = SequenceTable(n_seqs)
-    for i, (rows, n_draft, tokens, history, draft_rows, params, position, row0) in enumerate(entries):
-        table.fill(i, logits=rows.view.ptr, row_stride=rows.row_stride,
-                   draft_tokens=address(tokens), n_draft=n_draft, position=position,
-                   params=params, history=address(history), n_history=history[1],
-                   draft_rows=draft_rows, out_tokens=base + 4 * row0,
-                   out_n_accepted=base + 8 * total_rows + 8 * i,
-                   out_logprobs=base + 4 * total_rows + 4 * row0 if logprobs else None)
+    for i, (rows, n_draft, tokens, history, draft_rows, params, position, row0) in enumerate(
+        entries
+    ):
+        table.fill(
+            i,
+            logits=rows.view.ptr,
+            row_stride=rows.row_stride,
+            draft_tokens=address(tokens),
+            n_draft=n_draft,
+            position=position,
+            params=params,
+            history=address(history),
+            n_history=history[1],
+            draft_rows=draft_rows,
+            out_tokens=base + 4 * row0,
+            out_n_accepted=base + 8 * total_rows + 8 * i,
+            out_logprobs=base + 4 * total_rows + 4 * row0 if logprobs else None,
+        )
     verifier.enqueue(table.seqs, n_seqs, first.n_vocab, first.dtype, s)
     verifier.last_error(s)
     host = np.empty(out_bytes, dtype=np.uint8)
     backend.memcpy(device, host_arrays.address(host), base, out_bytes, DEVICE_TO_HOST, s)
-    tokens = host[:4 * total_rows].view(np.int32)
-    lps = host[4 * total_rows:8 * total_rows].view(np.float32)
-    n_acc = host[8 * total_rows:].view(np.int64)
+    tokens = host[: 4 * total_rows].view(np.int32)
+    lps = host[4 * total_rows : 8 * total_rows].view(np.float32)
+    n_acc = host[8 * total_rows :].view(np.int64)
     results = []
     for i, entry in enumerate(entries):
         row0, n = entry[-1], int(n_acc[i])
-        lp = lps[row0:row0 + n + 1].copy() if logprobs else None
-        results.append(VerifyResult(n, tokens[row0:row0 + n + 1].copy(), lp))
+        lp = lps[row0 : row0 + n + 1].copy() if logprobs else None
+        results.append(VerifyResult(n, tokens[row0 : row0 + n + 1].copy(), lp))
     del keep, uploads
     return results
 
 
-def verify(target_logits, draft_tokens, draft_probs=None, params: Optional[SamplingParams] = None,
-           position: int = 0, *, logprobs: bool = False, penalty_history=None, stream=None):
+def verify(
+    target_logits,
+    draft_tokens,
+    draft_probs=None,
+    params: Optional[SamplingParams] = None,
+    position: int = 0,
+    *,
+    logprobs: bool = False,
+    penalty_history=None,
+    stream=None,
+):
     """``pyspec.verify`` on CUDA logits (see ``verify_batch``)."""
-    req = VerifyRequest(target_logits, draft_tokens, draft_probs,
-                        params if params is not None else SamplingParams(), position, penalty_history)
+    req = VerifyRequest(
+        target_logits,
+        draft_tokens,
+        draft_probs,
+        params if params is not None else SamplingParams(),
+        position,
+        penalty_history,
+    )
     return verify_batch([req], logprobs=logprobs, stream=stream, _single=True)[0]
 
 
-def verify_from_device_pointer(logits_address: int, n_vocab: int, draft_tokens_address: int,
-                               n_draft: int, *, out_tokens_address: int,
-                               out_n_accepted_address: int, out_logprobs_address: int = 0,
-                               draft_probs_address: int = 0, draft_probs_tokens_address: int = 0,
-                               draft_probs_row_stride: Optional[int] = None,
-                               draft_probs_per_row: int = 0,
-                               params: Optional[SamplingParams] = None, position: int = 0,
-                               row_stride: Optional[int] = None, dtype: str = "float32",
-                               penalty_history_address: int = 0, n_penalty_history: int = 0,
-                               device: int = 0, stream=None, synchronize: bool = True) -> None:
+def verify_from_device_pointer(
+    logits_address: int,
+    n_vocab: int,
+    draft_tokens_address: int,
+    n_draft: int,
+    *,
+    out_tokens_address: int,
+    out_n_accepted_address: int,
+    out_logprobs_address: int = 0,
+    draft_probs_address: int = 0,
+    draft_probs_tokens_address: int = 0,
+    draft_probs_row_stride: Optional[int] = None,
+    draft_probs_per_row: int = 0,
+    params: Optional[SamplingParams] = None,
+    position: int = 0,
+    row_stride: Optional[int] = None,
+    dtype: str = "float32",
+    penalty_history_address: int = 0,
+    n_penalty_history: int = 0,
+    device: int = 0,
+    stream=None,
+    synchronize: bool = True,
+) -> None:
     """The raw CUDA entry point: every address is a device address on `device`.
 
     Enqueues one sequence's verify on `stream` and writes n_draft + 1 tokens (capacity),
@@ -389,15 +490,28 @@ def verify_from_device_pointer(logits_address: int, n_vocab: int, draft_tokens_a
     if draft_probs_address:
         sparse = bool(draft_probs_tokens_address)
         default_stride = draft_probs_per_row if sparse else n_vocab
-        draft_rows = (draft_probs_address, draft_probs_tokens_address or None,
-                      draft_probs_row_stride if draft_probs_row_stride is not None else default_stride,
-                      draft_probs_per_row)
+        draft_rows = (
+            draft_probs_address,
+            draft_probs_tokens_address or None,
+            draft_probs_row_stride if draft_probs_row_stride is not None else default_stride,
+            draft_probs_per_row,
+        )
     table = SequenceTable(1)
-    table.fill(0, logits=logits_address, row_stride=stride, draft_tokens=draft_tokens_address,
-               n_draft=n_draft, position=position, params=params, history=penalty_history_address,
-               n_history=n_penalty_history, draft_rows=draft_rows,
-               out_tokens=out_tokens_address, out_n_accepted=out_n_accepted_address,
-               out_logprobs=out_logprobs_address or None)
+    table.fill(
+        0,
+        logits=logits_address,
+        row_stride=stride,
+        draft_tokens=draft_tokens_address,
+        n_draft=n_draft,
+        position=position,
+        params=params,
+        history=penalty_history_address,
+        n_history=n_penalty_history,
+        draft_rows=draft_rows,
+        out_tokens=out_tokens_address,
+        out_n_accepted=out_n_accepted_address,
+        out_logprobs=out_logprobs_address or None,
+    )
     verifier.enqueue(table.seqs, 1, n_vocab, code, s)
     if synchronize:
         verifier.last_error(s)

@@ -1,4 +1,5 @@
 """Sampling parameters, with llama.cpp's meaning and chain order."""
+
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyspec._native.abi import MAX_PENALTY, MAX_PENALTY_WINDOW, Status
-from pyspec.errors import PyspecError
+from pyspec.errors import InvalidInputError
 
 
 def _short(x: float) -> str:
@@ -67,8 +68,9 @@ class SamplingParams:
 
     def __post_init__(self):
         def bad(name, why):
-            raise PyspecError(f"SamplingParams.{name} {why}, got {getattr(self, name)!r}",
-                              Status.PARAM)
+            raise InvalidInputError(
+                f"SamplingParams.{name} {why}, got {getattr(self, name)!r}", Status.PARAM
+            )
 
         # numpy scalars are numbers too (np.int64(40) from an array, np.float32(0.9)): store
         # them as Python ints and floats.
@@ -76,8 +78,14 @@ class SamplingParams:
             value = getattr(self, name)
             if isinstance(value, np.integer):
                 object.__setattr__(self, name, int(value))
-        for name in ("temperature", "top_p", "min_p", "repeat_penalty", "frequency_penalty",
-                     "presence_penalty"):
+        for name in (
+            "temperature",
+            "top_p",
+            "min_p",
+            "repeat_penalty",
+            "frequency_penalty",
+            "presence_penalty",
+        ):
             value = getattr(self, name)
             if isinstance(value, (np.floating, np.integer)):
                 object.__setattr__(self, name, float(value))
@@ -88,13 +96,17 @@ class SamplingParams:
             bad("temperature", "must be finite (<= 0 means greedy)")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int):
             bad("top_k", "must be an int (<= 0 turns top-k off)")
-        if not (-2**31 <= self.top_k < 2**31):
+        if not (-(2**31) <= self.top_k < 2**31):
             bad("top_k", "must fit in 32 bits")
         if not (0.0 < self.top_p <= 1.0):
             bad("top_p", "must be in (0, 1] (1 turns top-p off)")
         if math.isnan(self.min_p) or self.min_p > 1.0:
             bad("min_p", "must be <= 1 (<= 0 turns min-p off)")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed < 2**64
+        ):
             bad("seed", "must be an int in [0, 2**64)")
         # Bounds that keep the penalty arithmetic finite in float32 (the C library checks the
         # same; a penalised logit that still overflows saturates at +-FLT_MAX).
@@ -103,10 +115,15 @@ class SamplingParams:
         for name in ("frequency_penalty", "presence_penalty"):
             if not abs(getattr(self, name)) <= MAX_PENALTY:
                 bad(name, f"must be in {_SIGNED_PENALTY_RANGE} (0 turns it off)")
-        if (isinstance(self.penalty_last_n, bool) or not isinstance(self.penalty_last_n, int)
-                or not -1 <= self.penalty_last_n <= MAX_PENALTY_WINDOW):
-            bad("penalty_last_n", f"must be an int in [-1, {MAX_PENALTY_WINDOW}] (0: off, "
-                                  "-1: whole history)")
+        if (
+            isinstance(self.penalty_last_n, bool)
+            or not isinstance(self.penalty_last_n, int)
+            or not -1 <= self.penalty_last_n <= MAX_PENALTY_WINDOW
+        ):
+            bad(
+                "penalty_last_n",
+                f"must be an int in [-1, {MAX_PENALTY_WINDOW}] (0: off, -1: whole history)",
+            )
 
     @property
     def greedy(self) -> bool:
@@ -114,8 +131,11 @@ class SamplingParams:
 
     @property
     def penalties_on(self) -> bool:
-        return self.penalty_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
-                                             or self.presence_penalty != 0.0)
+        return self.penalty_last_n != 0 and (
+            self.repeat_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+        )
 
     @classmethod
     def greedy_params(cls, seed: int = 0) -> "SamplingParams":

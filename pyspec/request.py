@@ -1,5 +1,6 @@
 """What a verify call takes and gives back: the request and result records shared by the
 host path (``pyspec.verifier``) and the device path (``pyspec.cuda``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """The counter-based draws: every uniform is a pure function of (seed, position, purpose)."""
+
 from __future__ import annotations
 
 from pyspec._native.abi import Purpose

@@ -10,6 +10,7 @@ back (the KV cache's rollback) and leaves exactly the index of the shorter seque
 ``SEPARATOR`` ends a document: no match or draft crosses it. Not thread-safe: one thread at
 a time per index (the memory of earlier requests holds a lock around its own).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 
 from pyspec._native.c_call import check, new_error
 from pyspec._native.ffi import ffi, lib
+from pyspec.errors import InvalidInputError
 
 SEPARATOR = int(lib.PYSPEC_SUFFIX_SEPARATOR)
 MAX_MATCH = int(lib.PYSPEC_SUFFIX_MAX_MATCH)
@@ -32,19 +34,19 @@ class SuffixDraft:
     tokens: list
     counts: list
     totals: list
-    match_length: int   # tokens of the pattern matched (0: no match)
+    match_length: int  # tokens of the pattern matched (0: no match)
     n_occurrences: int  # occurrences of the match weighed
-    source: int         # index of the first drafted token in the sequence (-1: none)
+    source: int  # index of the first drafted token in the sequence (-1: none)
 
 
 def _int32(tokens, what: str) -> np.ndarray:
     arr = np.ascontiguousarray(tokens)
     if arr.ndim != 1:
-        raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
+        raise InvalidInputError(f"{what} must be 1-D, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{what} must hold integer token ids, got {arr.dtype}")
+        raise InvalidInputError(f"{what} must hold integer token ids, got {arr.dtype}")
     if arr.size and (arr.max() > np.iinfo(np.int32).max or arr.min() < np.iinfo(np.int32).min):
-        raise ValueError(f"{what} holds an id outside int32")
+        raise InvalidInputError(f"{what} holds an id outside int32")
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
@@ -62,8 +64,12 @@ class SuffixIndex:
     def append(self, tokens) -> None:
         arr = _int32(tokens, "tokens")
         err = new_error()
-        check(lib.pyspec_suffix_index_append(self._index, ffi.from_buffer("int32_t[]", arr),
-                                             arr.size, err), err)
+        check(
+            lib.pyspec_suffix_index_append(
+                self._index, ffi.from_buffer("int32_t[]", arr), arr.size, err
+            ),
+            err,
+        )
 
     def truncate(self, length: int) -> None:
         err = new_error()
@@ -73,17 +79,22 @@ class SuffixIndex:
         stop = len(self) if stop is None else stop
         out = np.empty(max(stop - start, 0), dtype=np.int32)
         err = new_error()
-        check(lib.pyspec_suffix_index_read(self._index, int(start), int(stop - start),
-                                           ffi.from_buffer("int32_t[]", out), err), err)
+        check(
+            lib.pyspec_suffix_index_read(
+                self._index, int(start), int(stop - start), ffi.from_buffer("int32_t[]", out), err
+            ),
+            err,
+        )
         return out
 
-    def draft(self, pattern, max_tokens: int, *, min_match: int = 1,
-              max_occurrences: int = 32) -> SuffixDraft:
+    def draft(
+        self, pattern, max_tokens: int, *, min_match: int = 1, max_occurrences: int = 32
+    ) -> SuffixDraft:
         """Up to ``max_tokens`` tokens continuing ``pattern`` (the recent tokens, oldest
         first; only its last ``max_match`` matter): the longest suffix of it (at least
         ``min_match`` tokens) found in the sequence, its latest ``max_occurrences``
         occurrences weighed, the continuation most of them agree on."""
-        arr = _int32(pattern, "pattern")[-self.max_match:]
+        arr = _int32(pattern, "pattern")[-self.max_match :]
         max_tokens = int(max_tokens)
         width = max(max_tokens, 1)
         tokens = np.empty(width, dtype=np.int32)
@@ -91,10 +102,28 @@ class SuffixIndex:
         totals = np.empty(width, dtype=np.int32)
         out = ffi.new("pyspec_suffix_draft *")
         err = new_error()
-        check(lib.pyspec_suffix_index_draft(
-            self._index, ffi.from_buffer("int32_t[]", arr), arr.size, int(min_match),
-            int(max_occurrences), max_tokens, ffi.from_buffer("int32_t[]", tokens),
-            ffi.from_buffer("int32_t[]", counts), ffi.from_buffer("int32_t[]", totals), out, err), err)
+        check(
+            lib.pyspec_suffix_index_draft(
+                self._index,
+                ffi.from_buffer("int32_t[]", arr),
+                arr.size,
+                int(min_match),
+                int(max_occurrences),
+                max_tokens,
+                ffi.from_buffer("int32_t[]", tokens),
+                ffi.from_buffer("int32_t[]", counts),
+                ffi.from_buffer("int32_t[]", totals),
+                out,
+                err,
+            ),
+            err,
+        )
         n = out.n_tokens
-        return SuffixDraft(tokens[:n].tolist(), counts[:n].tolist(), totals[:n].tolist(),
-                           out.match_length, out.n_occurrences, out.source)
+        return SuffixDraft(
+            tokens[:n].tolist(),
+            counts[:n].tolist(),
+            totals[:n].tolist(),
+            out.match_length,
+            out.n_occurrences,
+            out.source,
+        )

@@ -6,6 +6,7 @@ the logits where they lie: no copy, no up-cast, no probability tensor. Arguments
 by ``pyspec.checks``, the layer the CUDA back end (``pyspec.cuda``) shares; calls whose
 logits are CUDA arrays are handed to it.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,14 +16,21 @@ from typing import Optional, Sequence
 import numpy as np
 
 from pyspec import checks, cuda
-from pyspec.arrays import device as device_arrays
-from pyspec.arrays import host as host_arrays
 from pyspec._native.abi import Status
 from pyspec._native.c_call import SequenceTable, check, new_error
 from pyspec._native.ffi import ffi, lib
-from pyspec.errors import PyspecError
+from pyspec.arrays import device as device_arrays
+from pyspec.arrays import host as host_arrays
+from pyspec.errors import InvalidInputError
 from pyspec.params import SamplingParams
-from pyspec.request import DraftProbs, LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
+from pyspec.request import (
+    DraftProbs,
+    LogitsPointer,
+    RowLogprobs,
+    SparseDraftProbs,
+    VerifyRequest,
+    VerifyResult,
+)
 
 DEFAULT_PARAMS = SamplingParams()
 THREADS_ENV = "PYSPEC_NUM_THREADS"
@@ -38,10 +46,14 @@ def check_threads(n_threads, name: str = "n_threads") -> int:
     """``n_threads`` as an int in [1, max_threads()], or a PyspecError naming ``name``."""
     limit = max_threads()
     if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
-        raise PyspecError(f"{name} must be an int in [1, {limit}], got {n_threads!r}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be an int in [1, {limit}], got {n_threads!r}", Status.SHAPE
+        )
     if not 1 <= n_threads <= limit:
-        raise PyspecError(f"{name} must be in [1, {limit}] (this machine has {limit} cores), "
-                          f"got {n_threads}", Status.SHAPE)
+        raise InvalidInputError(
+            f"{name} must be in [1, {limit}] (this machine has {limit} cores), got {n_threads}",
+            Status.SHAPE,
+        )
     return int(n_threads)
 
 
@@ -52,8 +64,11 @@ def default_threads() -> int:
         try:
             value = int(env.strip())
         except ValueError:
-            raise PyspecError(f"{THREADS_ENV}={env!r} is not an integer: set it to a thread "
-                              f"count in [1, {max_threads()}] or unset it", Status.SHAPE) from None
+            raise InvalidInputError(
+                f"{THREADS_ENV}={env!r} is not an integer: set it to a thread "
+                f"count in [1, {max_threads()}] or unset it",
+                Status.SHAPE,
+            ) from None
         return check_threads(value, THREADS_ENV)
     return max(1, min(8, max_threads()))
 
@@ -95,7 +110,9 @@ def _host_token_ids(tokens, name: str, n_vocab: int):
     n = checks.draft_count(tokens, name)
     if isinstance(tokens, np.ndarray):
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
-            raise PyspecError(f"{name} must hold integer token ids, got {tokens.dtype}", Status.DTYPE)
+            raise InvalidInputError(
+                f"{name} must hold integer token ids, got {tokens.dtype}", Status.DTYPE
+            )
         if tokens.dtype != np.int32 or not tokens.flags.c_contiguous:
             tokens = host_arrays.token_ids(tokens, name, n_vocab)
         return n, ffi.from_buffer("int32_t[]", tokens), tokens
@@ -114,9 +131,14 @@ def _host_draft_rows(probs: DraftProbs, n_draft: int, n_vocab: int, check_sums: 
         checks.check_sparse_probs_dtype(values.dtype.name)
         # Host token ids may be any integer type: a range-checked int32 copy (small: k x m).
         if np.issubdtype(tokens.dtype, np.integer):
-            tokens = host_arrays.token_ids(tokens.ravel(), "draft_probs.tokens", n_vocab).reshape(tokens.shape)
+            tokens = host_arrays.token_ids(tokens.ravel(), "draft_probs.tokens", n_vocab).reshape(
+                tokens.shape
+            )
         values = np.ascontiguousarray(values)
-        t, p = host_arrays.host_view(tokens, "draft_probs.tokens"), host_arrays.host_view(values, "draft_probs.probs")
+        t, p = (
+            host_arrays.host_view(tokens, "draft_probs.tokens"),
+            host_arrays.host_view(values, "draft_probs.probs"),
+        )
         stride, per_row = checks.sparse_draft_rows(t, p, n_draft)
         keep += [tokens, values]
         return p.ptr, t.ptr, stride, per_row
@@ -139,38 +161,79 @@ class _HostCall:
         self.keep = []
         self.outputs = []
 
-    def add(self, i: int, logits, row_stride: int, n_vocab: int, draft_tokens,
-            draft_probs: DraftProbs, params: SamplingParams, position: int,
-            penalty_history=None, prefix: str = ""):
+    def add(
+        self,
+        i: int,
+        logits,
+        row_stride: int,
+        n_vocab: int,
+        draft_tokens,
+        draft_probs: DraftProbs,
+        params: SamplingParams,
+        position: int,
+        penalty_history=None,
+        prefix: str = "",
+    ):
         params = checks.check_params(params)
         n_draft, c_tokens, owner = _host_token_ids(draft_tokens, f"{prefix}draft_tokens", n_vocab)
         position = checks.check_position(position, n_draft)
         window = checks.penalty_window(params, penalty_history)
-        n_hist, c_hist, hist_owner = (_host_token_ids(window, "penalty_history", n_vocab)
-                                      if window is not None else (0, None, None))
-        rows = (_host_draft_rows(draft_probs, n_draft, n_vocab, self.check_draft_probs, self.keep)
-                if draft_probs is not None else None)
+        n_hist, c_hist, hist_owner = (
+            _host_token_ids(window, "penalty_history", n_vocab)
+            if window is not None
+            else (0, None, None)
+        )
+        rows = (
+            _host_draft_rows(draft_probs, n_draft, n_vocab, self.check_draft_probs, self.keep)
+            if draft_probs is not None
+            else None
+        )
         out_tokens = ffi.new(_INT32_ARRAY, n_draft + 1)
         out_n = ffi.new(_INT64_P)
         out_lp = ffi.new(_FLOAT_ARRAY, n_draft + 1) if self.want_logprobs else None
-        self.table.fill(i, logits=logits, row_stride=row_stride, draft_tokens=c_tokens,
-                        n_draft=n_draft, position=position, params=params, history=c_hist,
-                        n_history=n_hist, draft_rows=rows, out_tokens=out_tokens,
-                        out_n_accepted=out_n, out_logprobs=out_lp)
+        self.table.fill(
+            i,
+            logits=logits,
+            row_stride=row_stride,
+            draft_tokens=c_tokens,
+            n_draft=n_draft,
+            position=position,
+            params=params,
+            history=c_hist,
+            n_history=n_hist,
+            draft_rows=rows,
+            out_tokens=out_tokens,
+            out_n_accepted=out_n,
+            out_logprobs=out_lp,
+        )
         self.keep += [c_tokens, owner, c_hist, hist_owner]
         self.outputs.append((out_n, out_tokens, out_lp))
 
     def add_rows(self, i: int, rows: checks.LogitsRows, req: VerifyRequest, prefix: str):
         self.keep.append(rows.view.owner)
-        self.add(i, rows.view.ptr, rows.row_stride, rows.n_vocab, req.draft_tokens,
-                 req.draft_probs, req.params, req.position, req.penalty_history, prefix)
+        self.add(
+            i,
+            rows.view.ptr,
+            rows.row_stride,
+            rows.n_vocab,
+            req.draft_tokens,
+            req.draft_probs,
+            req.params,
+            req.position,
+            req.penalty_history,
+            prefix,
+        )
 
     def run(self, n_seqs: int, n_vocab: int, dtype: int, n_threads: Optional[int]):
         n_threads = _DEFAULT_THREADS if n_threads is None else check_threads(n_threads)
         verifier = _VERIFIERS.get(n_vocab, n_threads)
         err = _VERIFIERS.err
-        check(lib.pyspec_verify_batch(verifier, self.table.seqs, n_seqs, n_vocab, dtype,
-                                      n_threads, err), err)
+        check(
+            lib.pyspec_verify_batch(
+                verifier, self.table.seqs, n_seqs, n_vocab, dtype, n_threads, err
+            ),
+            err,
+        )
         results = []
         for out_n, out_tokens, out_lp in self.outputs:
             n = out_n[0]
@@ -188,10 +251,19 @@ def _request_rows(req: VerifyRequest, prefix: str) -> checks.LogitsRows:
     return checks.logits_rows(host_arrays.host_view(req.target_logits, name), name, n_draft + 1)
 
 
-def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
-           params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
-           logprobs: bool = False, n_threads: Optional[int] = None,
-           penalty_history=None, stream=None, check_draft_probs: bool = True) -> VerifyResult:
+def verify(
+    target_logits,
+    draft_tokens,
+    draft_probs: DraftProbs = None,
+    params: SamplingParams = DEFAULT_PARAMS,
+    position: int = 0,
+    *,
+    logprobs: bool = False,
+    n_threads: Optional[int] = None,
+    penalty_history=None,
+    stream=None,
+    check_draft_probs: bool = True,
+) -> VerifyResult:
     """Verifies the drafts of one sequence against the target's logits, in one fused pass.
 
     Parameters
@@ -246,8 +318,16 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     True
     """
     if device_arrays.is_device_array(target_logits):
-        return cuda.verify(target_logits, draft_tokens, draft_probs, params, position,
-                           logprobs=logprobs, penalty_history=penalty_history, stream=stream)
+        return cuda.verify(
+            target_logits,
+            draft_tokens,
+            draft_probs,
+            params,
+            position,
+            logprobs=logprobs,
+            penalty_history=penalty_history,
+            stream=stream,
+        )
     req = VerifyRequest(target_logits, draft_tokens, draft_probs, params, position, penalty_history)
     rows = _request_rows(req, "")
     call = _HostCall(1, logprobs, check_draft_probs)
@@ -255,9 +335,14 @@ def verify(target_logits, draft_tokens, draft_probs: DraftProbs = None,
     return call.run(1, rows.n_vocab, rows.dtype, n_threads)[0]
 
 
-def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
-                 n_threads: Optional[int] = None, stream=None,
-                 check_draft_probs: bool = True) -> list:
+def verify_batch(
+    requests: Sequence[VerifyRequest],
+    *,
+    logprobs: bool = False,
+    n_threads: Optional[int] = None,
+    stream=None,
+    check_draft_probs: bool = True,
+) -> list:
     """Verifies many sequences in one call: ragged draft counts, per-sequence params and
     positions. All logits must share one dtype and vocabulary size. Returns a list of
     ``VerifyResult``, identical to calling ``verify`` on each request. Requests whose logits
@@ -279,12 +364,21 @@ def verify_batch(requests: Sequence[VerifyRequest], *, logprobs: bool = False,
     return call.run(len(requests), first.n_vocab, first.dtype, n_threads)
 
 
-def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
-                        draft_probs: DraftProbs = None, params: SamplingParams = DEFAULT_PARAMS,
-                        position: int = 0, *, row_stride: Optional[int] = None,
-                        dtype: str = "float32", logprobs: bool = False,
-                        n_threads: Optional[int] = None, penalty_history=None,
-                        check_draft_probs: bool = True) -> VerifyResult:
+def verify_from_pointer(
+    logits_address: int,
+    n_vocab: int,
+    draft_tokens,
+    draft_probs: DraftProbs = None,
+    params: SamplingParams = DEFAULT_PARAMS,
+    position: int = 0,
+    *,
+    row_stride: Optional[int] = None,
+    dtype: str = "float32",
+    logprobs: bool = False,
+    n_threads: Optional[int] = None,
+    penalty_history=None,
+    check_draft_probs: bool = True,
+) -> VerifyResult:
     """``verify`` on logits given as a raw host address (llama.cpp's logits buffer).
 
     ``logits_address`` points at row 0 of ``len(draft_tokens) + 1`` rows of ``n_vocab``
@@ -297,8 +391,17 @@ def verify_from_pointer(logits_address: int, n_vocab: int, draft_tokens,
     n_vocab = checks.check_n_vocab(n_vocab)
     stride = checks.check_row_stride(row_stride, n_vocab)
     call = _HostCall(1, logprobs, check_draft_probs)
-    call.add(0, logits_address, stride, n_vocab, draft_tokens, draft_probs, params, position,
-             penalty_history)
+    call.add(
+        0,
+        logits_address,
+        stride,
+        n_vocab,
+        draft_tokens,
+        draft_probs,
+        params,
+        position,
+        penalty_history,
+    )
     return call.run(1, n_vocab, code, n_threads)[0]
 
 
@@ -330,8 +433,9 @@ def _single_row(logits, params, penalty_history=None):
     return ptr, n_vocab, dtype, c_params, (owner, c_hist, hist_owner)
 
 
-def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *,
-           penalty_history=None) -> int:
+def sample(
+    logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *, penalty_history=None
+) -> int:
     """Draws one token from one row of logits (``[n_vocab]`` float32/float16, or a
     ``LogitsPointer``) at absolute ``position``. A point-mass ``verify`` emits exactly this
     token at that position."""
@@ -339,8 +443,12 @@ def sample(logits, params: SamplingParams = DEFAULT_PARAMS, position: int = 0, *
     position = checks.check_position(position)
     out = ffi.new(_INT32_ARRAY, 1)
     err = _VERIFIERS.err
-    check(lib.pyspec_sample(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params, position,
-                            out, ffi.NULL, err), err)
+    check(
+        lib.pyspec_sample(
+            _VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params, position, out, ffi.NULL, err
+        ),
+        err,
+    )
     return int(out[0])
 
 
@@ -359,28 +467,49 @@ def row_logprobs(logits, token: Optional[int] = None, n_top: int = 0) -> RowLogp
     n_found = ffi.new(_INT32_ARRAY, 1)
     token_lp = ffi.new(_FLOAT_ARRAY, 1)
     err = _VERIFIERS.err
-    check(lib.pyspec_row_logprobs(ptr, n_vocab, dtype, c_token, n_top,
-                                  ffi.cast("int32_t *", host_arrays.address(ids)),
-                                  ffi.cast("float *", host_arrays.address(lps)), n_found, token_lp,
-                                  err), err)
+    check(
+        lib.pyspec_row_logprobs(
+            ptr,
+            n_vocab,
+            dtype,
+            c_token,
+            n_top,
+            ffi.cast("int32_t *", host_arrays.address(ids)),
+            ffi.cast("float *", host_arrays.address(lps)),
+            n_found,
+            token_lp,
+            err,
+        ),
+        err,
+    )
     n = int(n_found[0])
     return RowLogprobs(None if token is None else float(token_lp[0]), ids[:n], lps[:n])
 
 
-def distribution(logits, params: SamplingParams = DEFAULT_PARAMS, *,
-                 penalty_history=None) -> np.ndarray:
+def distribution(
+    logits, params: SamplingParams = DEFAULT_PARAMS, *, penalty_history=None
+) -> np.ndarray:
     """The distribution ``sample`` draws from (after penalties, top-k, top-p, min-p and
     temperature), as a dense float32 ``[n_vocab]`` array."""
     ptr, n_vocab, dtype, c_params, _keep = _single_row(logits, params, penalty_history)
     out = np.empty(n_vocab, dtype=np.float32)
     err = _VERIFIERS.err
-    check(lib.pyspec_distribution(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
-                                  ffi.cast("float *", host_arrays.address(out)), err), err)
+    check(
+        lib.pyspec_distribution(
+            _VERIFIERS.get(n_vocab, 1),
+            ptr,
+            n_vocab,
+            dtype,
+            c_params,
+            ffi.cast("float *", host_arrays.address(out)),
+            err,
+        ),
+        err,
+    )
     return out
 
 
-def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *,
-                        penalty_history=None):
+def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *, penalty_history=None):
     """The same distribution as ``(tokens int32, probs float32)`` over its kept set only,
     most likely first when top-k is on. What a drafter passes as ``SparseDraftProbs`` rows;
     no vocabulary-wide output is written."""
@@ -396,8 +525,19 @@ def distribution_sparse(logits, params: SamplingParams = DEFAULT_PARAMS, *,
     probs = np.empty(capacity, dtype=np.float32)
     n = ffi.new("int64_t *")
     err = _VERIFIERS.err
-    check(lib.pyspec_distribution_sparse(_VERIFIERS.get(n_vocab, 1), ptr, n_vocab, dtype, c_params,
-                                         ffi.cast("int32_t *", host_arrays.address(tokens)),
-                                         ffi.cast("float *", host_arrays.address(probs)),
-                                         capacity, n, err), err)
+    check(
+        lib.pyspec_distribution_sparse(
+            _VERIFIERS.get(n_vocab, 1),
+            ptr,
+            n_vocab,
+            dtype,
+            c_params,
+            ffi.cast("int32_t *", host_arrays.address(tokens)),
+            ffi.cast("float *", host_arrays.address(probs)),
+            capacity,
+            n,
+            err,
+        ),
+        err,
+    )
     return tokens[: n[0]], probs[: n[0]]

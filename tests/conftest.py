@@ -34,17 +34,18 @@ def _real_logits(path, prompt, n_rows):
     """The last n_rows logit rows of a real model evaluating a real prompt."""
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True,
-                          verbose=False, n_threads=2)
+    llm = llama_cpp.Llama(
+        model_path=path, n_ctx=256, n_batch=256, logits_all=True, verbose=False, n_threads=2
+    )
     tokens = llm.tokenize(prompt.encode())
     llm.eval(tokens)
-    rows = np.array(llm.scores[len(tokens) - n_rows: len(tokens)], dtype=np.float32)
+    rows = np.array(llm.scores[len(tokens) - n_rows : len(tokens)], dtype=np.float32)
     llm.close()
     return rows
 
 
 CODE_PROMPT = (
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
     "    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n"
     "def factorial(n):\n"
 )
@@ -66,6 +67,7 @@ def batch_noise():
     logits for that model (pyspec.testing.near_tie), measured once per session. Every test
     that compares outputs across batch shapes takes its near-tie bound from here."""
     import llama_cpp
+
     from pyspec.testing.near_tie import measure_batch_noise
 
     measured = _MEASURED_NOISE

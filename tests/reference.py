@@ -1,4 +1,5 @@
 """Independent numpy references the C library is tested against."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,15 +11,22 @@ def apply_penalties(logits, params, history) -> np.ndarray:
     l32 = np.array(logits, dtype=np.float32)
     if not getattr(params, "penalties_on", False) or history is None:
         return l32
-    window = list(history) if params.penalty_last_n < 0 else list(history)[-params.penalty_last_n:]
+    window = list(history) if params.penalty_last_n < 0 else list(history)[-params.penalty_last_n :]
     for tok, count in zip(*np.unique(np.asarray(window, dtype=np.int64), return_counts=True)):
         x = l32[tok]
         if not np.isfinite(x):
             continue
         with np.errstate(over="ignore"):
-            x = x * np.float32(params.repeat_penalty) if x <= 0 else x / np.float32(params.repeat_penalty)
-            y = np.float32(x) - np.float32(count) * np.float32(params.frequency_penalty) \
+            x = (
+                x * np.float32(params.repeat_penalty)
+                if x <= 0
+                else x / np.float32(params.repeat_penalty)
+            )
+            y = (
+                np.float32(x)
+                - np.float32(count) * np.float32(params.frequency_penalty)
                 - np.float32(params.presence_penalty)
+            )
         # pyspec saturates a finite logit that the penalties push past float32's range.
         l32[tok] = np.clip(y, -np.finfo(np.float32).max, np.finfo(np.float32).max)
     return l32
@@ -106,13 +114,21 @@ def peaked_logits(rng, n_vocab: int, n_rows: int = 1, *, head: int = 30, scale: 
 
 _F32 = np.float32
 _EXP_CUTOFF = _F32(-86.0)
-_EXP_SHIFTER = _F32(float.fromhex("0x1.8p+23"))          # 1.5 * 2^23
+_EXP_SHIFTER = _F32(float.fromhex("0x1.8p+23"))  # 1.5 * 2^23
 _EXP_LOG2E = _F32(float.fromhex("0x1.715476p+0"))
 _EXP_LN2_HI = _F32(float.fromhex("-0x1.62e4p-1"))
 _EXP_LN2_LO = _F32(float.fromhex("-0x1.7f7d1cp-20"))
-_EXP_POLY = [_F32(float.fromhex(h)) for h in
-             ("0x1.a0d2cep-13", "0x1.6e879cp-10", "0x1.11121p-7", "0x1.555382p-5",
-              "0x1.555554p-3", "0x1p-1")]
+_EXP_POLY = [
+    _F32(float.fromhex(h))
+    for h in (
+        "0x1.a0d2cep-13",
+        "0x1.6e879cp-10",
+        "0x1.11121p-7",
+        "0x1.555382p-5",
+        "0x1.555554p-3",
+        "0x1p-1",
+    )
+]
 
 
 def fmaf(a, b, c) -> np.ndarray:
@@ -159,7 +175,9 @@ def weight_shift(n_vocab: int) -> int:
 
 def fixed_weight(w, shift: int) -> np.ndarray:
     """round(w * 2^shift) (ties to even) as uint64; w * 2^shift is exact in float64."""
-    return np.rint(np.ldexp(np.asarray(w, dtype=np.float32).astype(np.float64), shift)).astype(np.uint64)
+    return np.rint(np.ldexp(np.asarray(w, dtype=np.float32).astype(np.float64), shift)).astype(
+        np.uint64
+    )
 
 
 def draw_target(u: float, total: int) -> int:
@@ -230,8 +248,9 @@ def fixed_point_sample(logits, params, u: float, history=None) -> int:
     return fixed_point_draw(*fixed_point_dist(logits, params, history), u)
 
 
-def fixed_point_verify_row(logits, params, draft_token: int, q, u_accept: float,
-                           u_residual: float, history=None):
+def fixed_point_verify_row(
+    logits, params, draft_token: int, q, u_accept: float, u_residual: float, history=None
+):
     """One verify row with draft probabilities q (dense float32 [n_vocab]): (token, accepted).
     Accept when u_accept * q(x) < p(x), p = W / total; otherwise draw from the residual
     max(0, W - round(q * total)) over the kept set (from p itself if that is all zero)."""

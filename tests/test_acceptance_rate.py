@@ -13,16 +13,16 @@ The smallest acceptance bias detected with power >= 0.9 is 2.2-2.3% in these cas
 p comes from the independent numpy reference (reference.py), q from a perturbed copy of the
 target (a plausible draft model), dense and sparse.
 """
+
 from dataclasses import replace
 from math import erf, sqrt
 
 import numpy as np
 import pytest
-
-import pyspec
-
 from reference import peaked_logits, reference_distribution
 from test_exactness import COMBOS, DEFAULT, draft_for, verify_over_seeds
+
+import pyspec
 
 ALPHA = 1e-3
 Z_CRIT = 3.2905  # two-sided normal quantile at ALPHA
@@ -40,7 +40,7 @@ def power_against(rate: float, biased_rate: float, n: int) -> float:
     biased_rate (normal approximation)."""
     se0 = sqrt(rate * (1 - rate) / n)
     se1 = sqrt(biased_rate * (1 - biased_rate) / n)
-    shift = (biased_rate - rate)
+    shift = biased_rate - rate
     return (1 - _phi((Z_CRIT * se0 - shift) / se1)) + _phi((-Z_CRIT * se0 - shift) / se1)
 
 
@@ -97,11 +97,11 @@ def test_draft_model_draws_follow_the_q_it_reports(qwen_logits, qwen_path):
     the bias moves it by 0.015: power 0.996 over N_DRAFT_MODEL seeds; top_k 40, as
     llama-cpp-python's default, keeps each verify of the 151936-entry row cheap)."""
     import llama_cpp
-
     from conftest import CODE_PROMPT
+
     from pyspec.llama.drafting.draft_model import DraftModel, draw_from
-    from pyspec.testing.models import ensure_model
     from pyspec.rng import Purpose
+    from pyspec.testing.models import ensure_model
 
     vocab = llama_cpp.Llama(model_path=qwen_path, vocab_only=True, verbose=False)
     tokens = vocab.tokenize(CODE_PROMPT.encode())
@@ -127,12 +127,16 @@ def test_draft_model_draws_follow_the_q_it_reports(qwen_logits, qwen_path):
     assert power >= 0.9, (rate, biased, power)
     u = np.array([pyspec.uniform(s, len(tokens), Purpose.DRAFT, stream=1) for s in range(n)])
     xs = draw_from(ids, q_sparse, u)
-    sparse = pyspec.SparseDraftProbs(ids[None, :].astype(np.int32), q_sparse[None, :].astype(np.float32))
+    sparse = pyspec.SparseDraftProbs(
+        ids[None, :].astype(np.int32), q_sparse[None, :].astype(np.float32)
+    )
     rows = np.stack([row, row])
     accepted = 0
     for start in range(0, n, 10_000):
-        requests = [pyspec.VerifyRequest(rows, [int(xs[s])], sparse, replace(params, seed=s), len(tokens))
-                    for s in range(start, min(n, start + 10_000))]
+        requests = [
+            pyspec.VerifyRequest(rows, [int(xs[s])], sparse, replace(params, seed=s), len(tokens))
+            for s in range(start, min(n, start + 10_000))
+        ]
         accepted += sum(r.n_accepted for r in pyspec.verify_batch(requests))
     z = z_score(accepted, n, rate)
     assert abs(z) < Z_CRIT, (z, rate, power)

@@ -1,4 +1,5 @@
 """The draft-length cost model, on synthetic costs (no model needed)."""
+
 import numpy as np
 
 from pyspec.llama.drafting.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
@@ -43,19 +44,21 @@ def test_room_limits_the_draft_length():
 
 
 def test_realised_throughput_overrules_the_prediction():
-    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0,
-                    watch=WatchPolicy(probe_after_veto=False))
+    c = _controller(
+        lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0, watch=WatchPolicy(probe_after_veto=False)
+    )
     for _ in range(5):
-        c.record_round(None, False, 1, 1.0)   # plain: 1 token/s
-        c.record_round(None, True, 2, 4.0)    # speculative: 0.5 token/s
+        c.record_round(None, False, 1, 1.0)  # plain: 1 token/s
+        c.record_round(None, True, 2, 4.0)  # speculative: 0.5 token/s
     assert all(c.choose(8) == 0 for _ in range(600))  # vetoed, and never probed again
 
 
 def test_a_veto_is_lifted_when_the_machine_load_changes():
     # One busy stretch must not switch a costly drafter off for good: when the one-token cost
     # moves by more than 1.5x, the speculative rounds' record is dropped and it is tried again.
-    c = _controller(lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0,
-                    watch=WatchPolicy(probe_after_veto=False))
+    c = _controller(
+        lambda n: 1.0 + 0.1 * (n - 1), acceptance=1.0, watch=WatchPolicy(probe_after_veto=False)
+    )
     for _ in range(5):
         c.record_round(None, False, 1, 1.0)
         c.record_round(None, True, 2, 4.0)
@@ -172,8 +175,8 @@ def test_decisions_use_a_pessimistic_acceptance_estimate():
 def test_a_speculative_round_is_charged_the_overhead_a_plain_round_does_not_pay():
     c = DraftLengthController(0, 8)
     seed_costs(c, {1: 1.0, 2: 1.1, 9: 1.8})
-    c.record_overhead(True, 0.30)   # verifying 9 rows, removing rejected cells
-    assert c.overhead == 0.0        # nothing to compare with yet
+    c.record_overhead(True, 0.30)  # verifying 9 rows, removing rejected cells
+    assert c.overhead == 0.0  # nothing to compare with yet
     c.record_overhead(False, 0.05)  # sampling one row
     assert abs(c.overhead - 0.25) < 1e-12
     assert abs(c.rate(8, draft_cost=0.0) * (1.8 + 0.25) - c.expected_tokens(8)) < 1e-9
@@ -195,10 +198,10 @@ def test_per_token_kinds_cut_a_draft_where_its_source_stops_agreeing():
     kinds = ["agreed"] * 3 + ["split"] * 5
     for _ in range(40):
         c.record_acceptance(8, 7, "copy")
-        c.record_token_kinds(["agreed"] * 6 + ["split"], 6, "copy")   # the split one failed
+        c.record_token_kinds(["agreed"] * 6 + ["split"], 6, "copy")  # the split one failed
         c.record_token_kinds(["split"], 0, "copy")
     assert c.kind_acceptance("agreed", "copy") > 0.95 > 0.05 > c.kind_acceptance("split", "copy")
-    assert c.choose(8, "copy", draft_cost=0.0) >= 6            # one rate: draft (nearly) all
+    assert c.choose(8, "copy", draft_cost=0.0) >= 6  # one rate: draft (nearly) all
     assert c.choose(8, "copy", draft_cost=0.0, kinds=kinds) == 3  # per token: cut
     assert abs(c.last_expected - c.expected_tokens(3, "copy", kinds)) < 1e-12
     assert 3.5 < c.last_expected < 4.0

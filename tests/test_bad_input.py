@@ -1,4 +1,5 @@
 """Bad input gets a clear exception naming the argument, and leaves every state intact."""
+
 import numpy as np
 import pytest
 
@@ -26,8 +27,11 @@ def test_nan_and_pos_inf_logits_are_rejected_with_their_index(rows, index, value
     before = pyspec.verify(rows, [1, 2], params=pyspec.SamplingParams(seed=5), logprobs=True)
     bad = rows.copy()
     bad[0, index] = value
-    for params in (pyspec.SamplingParams(), pyspec.SamplingParams.greedy_params(),
-                   pyspec.SamplingParams(top_k=0, top_p=0.9)):
+    for params in (
+        pyspec.SamplingParams(),
+        pyspec.SamplingParams.greedy_params(),
+        pyspec.SamplingParams(top_k=0, top_p=0.9),
+    ):
         with pytest.raises(LogitsError, match=rf"row 0 holds {word} at vocabulary index {index}"):
             pyspec.verify(bad, [1, 2], params=params)
         with pytest.raises(LogitsError):
@@ -66,22 +70,27 @@ def test_shape_and_layout_errors(rows):
 
 @pytest.mark.parametrize("token", [-1, V, 2**40])
 def test_out_of_range_draft_tokens(rows, token):
-    with pytest.raises(PyspecError, match=rf"draft_tokens\[1\] = {token} is outside \[0, n_vocab = {V}\)"):
+    with pytest.raises(
+        PyspecError, match=rf"draft_tokens\[1\] = {token} is outside \[0, n_vocab = {V}\)"
+    ):
         pyspec.verify(rows, [3, token])
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(top_p=0.0), "top_p must be in"),
-    (dict(top_p=1.5), "top_p must be in"),
-    (dict(top_p=float("nan")), "top_p must be in"),
-    (dict(temperature=float("nan")), "temperature must be finite"),
-    (dict(temperature=float("inf")), "temperature must be finite"),
-    (dict(min_p=1.5), "min_p must be <= 1"),
-    (dict(min_p=float("nan")), "min_p must be <= 1"),
-    (dict(top_k=1.5), "top_k must be an int"),
-    (dict(seed=-1), "seed must be an int"),
-    (dict(seed=2**64), "seed must be an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(top_p=0.0), "top_p must be in"),
+        (dict(top_p=1.5), "top_p must be in"),
+        (dict(top_p=float("nan")), "top_p must be in"),
+        (dict(temperature=float("nan")), "temperature must be finite"),
+        (dict(temperature=float("inf")), "temperature must be finite"),
+        (dict(min_p=1.5), "min_p must be <= 1"),
+        (dict(min_p=float("nan")), "min_p must be <= 1"),
+        (dict(top_k=1.5), "top_k must be an int"),
+        (dict(seed=-1), "seed must be an int"),
+        (dict(seed=2**64), "seed must be an int"),
+    ],
+)
 def test_bad_params(kwargs, match):
     with pytest.raises(PyspecError, match=match):
         pyspec.SamplingParams(**kwargs)
@@ -95,7 +104,9 @@ def test_negative_top_k_means_off(rows):
 
 def test_bad_draft_probs(rows):
     q = np.full((2, V), 1.0 / V, dtype=np.float32)
-    with pytest.raises(PyspecError, match=r"draft_probs must have shape \[n_draft, n_vocab\] = \[2, 1000\]"):
+    with pytest.raises(
+        PyspecError, match=r"draft_probs must have shape \[n_draft, n_vocab\] = \[2, 1000\]"
+    ):
         pyspec.verify(rows, [1, 2], q[:, :999])  # a draft model with another vocabulary
     with pytest.raises(PyspecError, match="draft_probs must be float32"):
         pyspec.verify(rows, [1, 2], q.astype(np.float64))
@@ -108,9 +119,35 @@ def test_bad_draft_probs(rows):
     with pytest.raises(DraftProbsError):
         pyspec.verify(rows, [1, 2], nan)
     with pytest.raises(PyspecError, match="sparse draft_probs must be two"):
-        pyspec.verify(rows, [1, 2], pyspec.SparseDraftProbs(np.zeros((2, 3), np.int32), np.zeros((2, 4), np.float32)))
+        pyspec.verify(
+            rows,
+            [1, 2],
+            pyspec.SparseDraftProbs(np.zeros((2, 3), np.int32), np.zeros((2, 4), np.float32)),
+        )
     with pytest.raises(PyspecError, match=r"draft_probs.tokens\[0\] = 5000"):
-        pyspec.verify(rows, [1, 2], pyspec.SparseDraftProbs(np.full((2, 1), 5000, np.int32), np.ones((2, 1), np.float32)))
+        pyspec.verify(
+            rows,
+            [1, 2],
+            pyspec.SparseDraftProbs(np.full((2, 1), 5000, np.int32), np.ones((2, 1), np.float32)),
+        )
+
+
+def test_dense_and_sparse_rows_share_one_bound_on_q(rows):
+    """A draft model's float softmax can put a near-certain token a hair above 1: both the
+    dense check (Python) and the sparse check (C) take pyspec.h's one bound, 1.0001."""
+    from pyspec._native.abi import DRAFT_Q_MAX
+
+    assert DRAFT_Q_MAX == pytest.approx(1.0001)
+    for q_top, ok in ((1.00005, True), (1.0002, False)):
+        dense = np.zeros((1, V), np.float32)
+        dense[0, 1] = q_top
+        sparse = pyspec.SparseDraftProbs(np.array([[1]], np.int32), np.array([[q_top]], np.float32))
+        for probs in (dense, sparse):
+            if ok:
+                assert len(pyspec.verify(rows[:2], [1], probs).tokens) >= 1
+            else:
+                with pytest.raises(DraftProbsError, match=r"must be in \[0, 1\] \(up to 1.0001"):
+                    pyspec.verify(rows[:2], [1], probs)
 
 
 def test_pointer_entry_point_checks(rows):
@@ -136,7 +173,12 @@ def test_threads_and_batch_errors(rows):
 
 def test_device_arrays_are_refused_clearly(rows):
     class FakeDeviceArray:
-        __cuda_array_interface__ = {"shape": (2, V), "typestr": "<f4", "data": (1, False), "version": 3}
+        __cuda_array_interface__ = {
+            "shape": (2, V),
+            "typestr": "<f4",
+            "data": (1, False),
+            "version": 3,
+        }
 
     # host logits with device draft probabilities: a mix-up, named as such
     with pytest.raises(PyspecError, match="draft_probs lives on a CUDA device"):
@@ -152,7 +194,9 @@ def test_device_arrays_are_refused_clearly(rows):
 def test_error_in_a_batch_names_the_sequence(rows):
     bad = rows.copy()
     bad[0, 7] = np.nan
-    with pytest.raises(LogitsError, match=r"seqs\[1\]: target_logits row 0 holds NaN at vocabulary index 7"):
+    with pytest.raises(
+        LogitsError, match=r"seqs\[1\]: target_logits row 0 holds NaN at vocabulary index 7"
+    ):
         pyspec.verify_batch([pyspec.VerifyRequest(rows, [1, 2]), pyspec.VerifyRequest(bad, [1, 2])])
 
 

@@ -1,5 +1,6 @@
 """``pyspec bench``: the plan within a budget, mistakes named, and one real suite run end to
 end (the verify benchmarks on real logits, ~40 s) into JSON and a PNG report."""
+
 import json
 import os
 import subprocess
@@ -12,12 +13,19 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def _bench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pyspec", "bench", *args], capture_output=True,
-                          text=True, timeout=900, cwd=cwd or os.path.expanduser("~"))
+    return subprocess.run(
+        [sys.executable, "-m", "pyspec", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd or os.path.expanduser("~"),
+    )
 
 
 def test_the_plan_keeps_to_the_budget():
-    out = _bench("verify", "server", "parity", "--budget", "4", "--dry-run", "--benchmarks", str(BENCHMARKS))
+    out = _bench(
+        "verify", "server", "parity", "--budget", "4", "--dry-run", "--benchmarks", str(BENCHMARKS)
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "verify" in lines[0] and lines[0].endswith("real logits") and " run:" in lines[0]

@@ -1,4 +1,5 @@
 """The command line, end to end on a real model."""
+
 import json
 import os
 import re
@@ -14,13 +15,29 @@ pytestmark = pytest.mark.model
 
 def _run(*args):
     env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "pyspec", *args], capture_output=True,
-                          text=True, timeout=300, cwd=os.path.expanduser("~"), env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pyspec", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.expanduser("~"),
+        env=env,
+    )
 
 
 def test_generate_streams_text_and_prints_statistics(qwen_path):
-    out = _run("generate", "-m", qwen_path, "--lookup", "-n", "24", "--temp", "0",
-               "-p", "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n")
+    out = _run(
+        "generate",
+        "-m",
+        qwen_path,
+        "--lookup",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+        "-p",
+        "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n",
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()  # the generated text
     assert "drafted" in out.stderr and "tokens per target step" in out.stderr
@@ -39,9 +56,28 @@ def test_generate_uses_the_chat_template_and_says_so(qwen_path, tmp_path):
     path.write_text("Say hi.")
     from_file = _run("generate", "-m", qwen_path, "-f", str(path), "-n", "8", "--temp", "0")
     assert from_file.stdout == out.stdout
-    stdin = subprocess.run([sys.executable, "-m", "pyspec", "generate", "-m", qwen_path, "-f", "-",
-                            "-n", "8", "--temp", "0", "--system", "Answer in French."],
-                           input="Say hi.", capture_output=True, text=True, timeout=300)
+    stdin = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyspec",
+            "generate",
+            "-m",
+            qwen_path,
+            "-f",
+            "-",
+            "-n",
+            "8",
+            "--temp",
+            "0",
+            "--system",
+            "Answer in French.",
+        ],
+        input="Say hi.",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert stdin.returncode == 0 and stdin.stdout.strip() and stdin.stdout != out.stdout
     bad = _run("generate", "-m", qwen_path, "-p", "hi", "--system", "x", "--raw")
     assert bad.returncode == 2 and "--system needs the chat template" in bad.stderr
@@ -57,8 +93,12 @@ def test_plain_no_draft_and_compare_modes(gemma_path):
     assert "0 verify" in no_draft.stderr and no_draft.stdout == plain.stdout
     compare = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--compare")
     assert compare.returncode == 0, compare.stderr
-    assert re.search(r"plain llama-cpp-python: \d+ tokens, [\d.]+ tok/s after the first", compare.stderr)
-    assert ("the two texts are the same" in compare.stderr) != ("the texts differ from character" in compare.stderr)
+    assert re.search(
+        r"plain llama-cpp-python: \d+ tokens, [\d.]+ tok/s after the first", compare.stderr
+    )
+    assert ("the two texts are the same" in compare.stderr) != (
+        "the texts differ from character" in compare.stderr
+    )
     # llama.cpp's own warnings stay silent without --verbose
     assert "llama_kv_cache" not in plain.stderr + no_draft.stderr + compare.stderr
     loud = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "2", "--verbose")
@@ -116,8 +156,18 @@ def test_assembled_models_have_the_published_size():
 
 def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
     schema = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'
-    out = _run("generate", "-m", gemma_path, "--chat", "-n", "40", "--json-schema", schema,
-               "-p", "Maria lives in Valencia. Answer with JSON giving her city.")
+    out = _run(
+        "generate",
+        "-m",
+        gemma_path,
+        "--chat",
+        "-n",
+        "40",
+        "--json-schema",
+        schema,
+        "-p",
+        "Maria lives in Valencia. Answer with JSON giving her city.",
+    )
     assert out.returncode == 0, out.stderr
     assert set(json.loads(out.stdout)) == {"city"}
     assert "grammar" in out.stderr  # the statistics say what the grammar cost
@@ -133,12 +183,26 @@ def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
 def test_generate_sampling_choices(gemma_path):
     """--sampling graph samples in llama.cpp's graph and says so; with a grammar it is a usage
     error found before the model loads."""
-    out = _run("generate", "-m", gemma_path, "-n", "12", "--temp", "0", "-t", "2",
-               "--sampling", "graph", "-p", "The sea is")
+    out = _run(
+        "generate",
+        "-m",
+        gemma_path,
+        "-n",
+        "12",
+        "--temp",
+        "0",
+        "-t",
+        "2",
+        "--sampling",
+        "graph",
+        "-p",
+        "The sea is",
+    )
     assert out.returncode == 0, out.stderr
     assert "sampling graph" in out.stderr
-    refused = _run("generate", "-m", gemma_path, "-n", "4", "--sampling", "graph", "--json",
-                   "-p", "Give JSON.")
+    refused = _run(
+        "generate", "-m", gemma_path, "-n", "4", "--sampling", "graph", "--json", "-p", "Give JSON."
+    )
     assert refused.returncode == 2 and "--sampling graph cannot serve" in refused.stderr
     assert "loading" not in refused.stderr  # refused before the model loads
     bad = _run("generate", "-m", gemma_path, "-n", "4", "--sampling", "gpu")

@@ -5,6 +5,7 @@ logits_all and without sorting a vocabulary per token.
 llama-cpp-python's own answer (a Llama with logits_all=True) is the reference. With
 draft_max=0 the speculative loop decodes one token per call, as llama-cpp-python does, so
 both read the same rows and everything but the normaliser's rounding must agree."""
+
 import llama_cpp
 import numpy as np
 import pytest
@@ -15,8 +16,10 @@ from pyspec.llama import SpeculativeLlama
 pytestmark = pytest.mark.model
 
 PROMPT = "Write a Python function that adds two numbers:"
-REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
-          "Pack my box with five dozen liquor jugs. ") * 3
+REPEAT = (
+    "The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
+    "Pack my box with five dozen liquor jugs. "
+) * 3
 KW = dict(n_ctx=512, n_threads=2, verbose=False, seed=1)
 ROUNDING = 1e-6  # log-softmax of the same float row, normalised three ways (measured <= 2.4e-7)
 
@@ -35,17 +38,23 @@ def _assert_same_answer(got, want):
     lp_got, lp_want = got["logprobs"], want["logprobs"]
     assert lp_got["tokens"] == lp_want["tokens"]
     assert lp_got["text_offset"] == lp_want["text_offset"]
-    np.testing.assert_allclose(lp_got["token_logprobs"], lp_want["token_logprobs"], rtol=0, atol=ROUNDING)
+    np.testing.assert_allclose(
+        lp_got["token_logprobs"], lp_want["token_logprobs"], rtol=0, atol=ROUNDING
+    )
     for top_got, top_want in zip(lp_got["top_logprobs"], lp_want["top_logprobs"]):
         assert list(top_got) == list(top_want)  # the same strings, in the same order
-        np.testing.assert_allclose(list(top_got.values()), list(top_want.values()), rtol=0, atol=ROUNDING)
+        np.testing.assert_allclose(
+            list(top_got.values()), list(top_want.values()), rtol=0, atol=ROUNDING
+        )
 
 
 @pytest.mark.parametrize("sampling", ["host", "graph"])
 def test_logprobs_equal_llama_cpp_python_own_answer(gemma_path, reference, sampling):
     llm = SpeculativeLlama(gemma_path, draft_max=0, sampling=sampling, **KW)
     try:
-        got = llm.create_completion(PROMPT, max_tokens=12, temperature=0.0, logprobs=3)["choices"][0]
+        got = llm.create_completion(PROMPT, max_tokens=12, temperature=0.0, logprobs=3)["choices"][
+            0
+        ]
         assert llm.speculation.last.sampling == sampling
         assert not llm._logits_all and llm.speculation.rows_for_request is None
         assert len(llm.speculation.last_logprobs) >= 12  # answered from the loop's records
@@ -77,8 +86,9 @@ def test_graph_logprobs_equal_the_host_ones_while_speculating(gemma_path):
         if np.all(np.diff(h.top_logprobs) < -1e-4):
             np.testing.assert_array_equal(g.top_ids, h.top_ids)
         np.testing.assert_allclose(g.top_logprobs, h.top_logprobs, rtol=0, atol=1e-4)
-    np.testing.assert_allclose(graph["logprobs"]["token_logprobs"], host["logprobs"]["token_logprobs"],
-                               rtol=0, atol=1e-4)
+    np.testing.assert_allclose(
+        graph["logprobs"]["token_logprobs"], host["logprobs"]["token_logprobs"], rtol=0, atol=1e-4
+    )
 
 
 def test_sampled_logprobs_are_those_of_the_rows_the_tokens_came_from(gemma_path):
@@ -92,8 +102,13 @@ def test_sampled_logprobs_are_those_of_the_rows_the_tokens_came_from(gemma_path)
 
     llm = SpeculativeLlama(gemma_path, draft_max=6, adaptive=False, sampling="host", **KW)
     try:
-        out = llm.create_completion(REPEAT, max_tokens=30, seed=7, logprobs=5,
-                                    stopping_criteria=llama_cpp.StoppingCriteriaList([capture]))
+        out = llm.create_completion(
+            REPEAT,
+            max_tokens=30,
+            seed=7,
+            logprobs=5,
+            stopping_criteria=llama_cpp.StoppingCriteriaList([capture]),
+        )
         assert llm.speculation.last.accepted > 0
         records = llm.speculation.last_logprobs
     finally:
@@ -113,8 +128,13 @@ def test_chat_completion_top_logprobs(qwen_path):
     instruct model with a chat template)."""
     llm = SpeculativeLlama(qwen_path, **KW)
     try:
-        out = llm.create_chat_completion([{"role": "user", "content": "What is 2 + 2?"}], max_tokens=8,
-                                         temperature=0.0, logprobs=True, top_logprobs=2)
+        out = llm.create_chat_completion(
+            [{"role": "user", "content": "What is 2 + 2?"}],
+            max_tokens=8,
+            temperature=0.0,
+            logprobs=True,
+            top_logprobs=2,
+        )
         content = out["choices"][0]["logprobs"]["content"]
         assert content and all(len(entry["top_logprobs"]) >= 1 for entry in content)
         assert len(llm.speculation.last_logprobs) >= len(content)

@@ -1,5 +1,6 @@
 """The online batch-cost model and its cache (issue 10), with injected timings: no clock, so
 noise, outliers and a load that comes and goes are replayed deterministically."""
+
 import json
 import logging
 from pathlib import Path
@@ -8,8 +9,13 @@ import numpy as np
 import pytest
 
 from pyspec.llama.drafting import cost_cache
-from pyspec.llama.drafting.costs import (STALE_ROUNDS, WINDOW, BatchCosts, default_prior,
-                                validate_ratios)
+from pyspec.llama.drafting.costs import (
+    STALE_ROUNDS,
+    WINDOW,
+    BatchCosts,
+    default_prior,
+    validate_ratios,
+)
 from pyspec.testing.replay import replay_lookup
 
 DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
@@ -37,7 +43,7 @@ def test_measured_sizes_override_the_prior():
         costs.observe(9, 0.02 * 3.0)
     assert costs.predict(1) == pytest.approx(0.02)
     # Nine passes weigh 0.9 against the prior in log space.
-    assert costs.predict(9) == pytest.approx(0.02 * 3.0 ** 0.9 * default_prior(9) ** 0.1, rel=1e-9)
+    assert costs.predict(9) == pytest.approx(0.02 * 3.0**0.9 * default_prior(9) ** 0.1, rel=1e-9)
     # A size between measured ones follows their correction; the curve stays monotone.
     assert costs.predict(5) < costs.predict(9) <= costs.predict(17)
 
@@ -45,7 +51,7 @@ def test_measured_sizes_override_the_prior():
 def test_one_outlier_does_not_move_the_estimate():
     costs = BatchCosts(max_n=17)
     rng = np.random.default_rng(0)
-    for i in range(60):
+    for _ in range(60):
         costs.observe(1, 0.02 * rng.lognormal(0, 0.05))
         costs.observe(5, 0.06 * rng.lognormal(0, 0.05))
     before = costs.predict(5)
@@ -59,7 +65,7 @@ def test_a_change_of_load_is_followed_within_tens_of_rounds():
     for _ in range(30):
         costs.observe(1, 0.02)
         costs.observe(5, 0.06)
-    for i in range(20):  # the machine gets three times slower
+    for _ in range(20):  # the machine gets three times slower
         costs.observe(1, 0.06)
         costs.observe(5, 0.18)
     assert costs.predict(1) == pytest.approx(0.06)
@@ -78,16 +84,19 @@ def test_a_size_measured_under_a_passing_load_drifts_back_to_the_prior():
     assert costs.predict(9) < 1.5 * 0.21 * default_prior(9)
 
 
-@pytest.mark.parametrize("ratios, why", [
-    ({9: float("nan")}, "not a finite"),
-    ({9: float("inf")}, "not a finite"),
-    ({9: 12.3 / 0.21}, "outside"),          # the issue's file: a 9-batch at 58x one token
-    ({17: 0.5}, "outside"),                 # one token slower than seventeen
-    ({2: 2.0, 9: 1.2}, "costs less"),       # not monotone
-    ({0: 1.0}, "batch size 0"),
-    ({10**6: 2.0}, "outside"),
-    ({}, "no batch sizes"),
-])
+@pytest.mark.parametrize(
+    "ratios, why",
+    [
+        ({9: float("nan")}, "not a finite"),
+        ({9: float("inf")}, "not a finite"),
+        ({9: 12.3 / 0.21}, "outside"),  # the issue's file: a 9-batch at 58x one token
+        ({17: 0.5}, "outside"),  # one token slower than seventeen
+        ({2: 2.0, 9: 1.2}, "costs less"),  # not monotone
+        ({0: 1.0}, "batch size 0"),
+        ({10**6: 2.0}, "outside"),
+        ({}, "no batch sizes"),
+    ],
+)
 def test_implausible_cost_shapes_are_refused(ratios, why):
     assert why in validate_ratios(ratios)
 
@@ -96,14 +105,17 @@ def test_a_plausible_shape_is_accepted():
     assert validate_ratios({n: c for n, c in COSTS["gemma3-270m"].items() if n > 1}) == ""
 
 
-@pytest.mark.parametrize("text", [
-    "not json",
-    '{"costs": {"1": NaN, "9": 12.3}}',
-    '{"costs": {"1": 0.21, "9": 12.3}}',
-    '{"costs": {"1": 1.0, "17": 0.5}}',
-    '{"ratios": {"two": 1.5}}',
-    '{"ratios": [1, 2]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        '{"costs": {"1": NaN, "9": 12.3}}',
+        '{"costs": {"1": 0.21, "9": 12.3}}',
+        '{"costs": {"1": 1.0, "17": 0.5}}',
+        '{"ratios": {"two": 1.5}}',
+        '{"ratios": [1, 2]}',
+    ],
+)
 def test_a_corrupt_or_implausible_cache_is_ignored_with_one_warning(tmp_path, caplog, text):
     path = tmp_path / "costs.json"
     path.write_text(text)
@@ -154,6 +166,7 @@ def noisy(seed, sigma=0.3, outliers=0.03):
         if rng.random() < outliers:
             f *= rng.uniform(10, 50)
         return f
+
     return factor
 
 
@@ -163,8 +176,12 @@ def shifting(start, stop, load):
 
 
 # (generation, bar): the issue's bars, held with timings a quiet machine never gives.
-CASES = [("qwen-rename-greedy", 1.25), ("gemma-repeat-greedy", 1.5), ("qwen-free-greedy", 0.97),
-         ("gemma-free-0.8", 0.97)]
+CASES = [
+    ("qwen-rename-greedy", 1.25),
+    ("gemma-repeat-greedy", 1.5),
+    ("qwen-free-greedy", 0.97),
+    ("gemma-free-0.8", 0.97),
+]
 
 
 @pytest.mark.parametrize("name, bar", CASES)

@@ -10,6 +10,7 @@ token identity with the CPU path over random and real-logit rows in every mode, 
 combination and dtype, ragged batches; chi-square exactness of the GPU path alone; rows after
 a rejection; device-side error reports.
 """
+
 import ctypes
 import os
 import zlib
@@ -19,20 +20,23 @@ import pytest
 
 import pyspec
 from pyspec import PyspecError, SamplingParams, SparseDraftProbs, VerifyRequest
-from pyspec.arrays import device as dev
 from pyspec._native.abi import Status
 from pyspec._native.ffi import ffi, lib
+from pyspec.arrays import device as dev
 
 CUDA_STATUS = Status.CUDA
 
 
 # ---- no GPU needed ----------------------------------------------------------------------
 
+
 def test_has_cuda_matches_the_build():
     expected = os.environ.get("PYSPEC_EXPECT_CUDA")
     if expected is None:
-        pytest.skip("PYSPEC_EXPECT_CUDA is not set: only the build that configured the "
-                    "library knows whether CUDA was asked for (.ci/run sets it)")
+        pytest.skip(
+            "PYSPEC_EXPECT_CUDA is not set: only the build that configured the "
+            "library knows whether CUDA was asked for (.ci/run sets it)"
+        )
     assert pyspec.HAS_CUDA == (expected == "1")
 
 
@@ -66,8 +70,13 @@ class FakeCAI:
     """Something that looks like a CuPy/Numba array: only the protocol, no memory."""
 
     def __init__(self, shape, typestr="<f4", strides=None, ptr=0x7F0000000000, device=None):
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
-                                         "data": (ptr, False), "strides": strides, "version": 3}
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
         if device is not None:
             self.device = type("Dev", (), {"id": device})()
 
@@ -135,27 +144,60 @@ def _expect(match, fn, *args, **kwargs):
 def test_device_logits_argument_errors_need_no_gpu():
     V = 10
     logits = FakeCAI((3, V), device=0)
-    _expect("must be float32, float16 or bfloat16, got float64", pyspec.verify,
-            FakeCAI((3, V), "<f8"), [1, 2])
+    _expect(
+        "must be float32, float16 or bfloat16, got float64",
+        pyspec.verify,
+        FakeCAI((3, V), "<f8"),
+        [1, 2],
+    )
     _expect("has 3 rows; it needs n_draft \\+ 1 = 2", pyspec.verify, logits, [1])
-    _expect("contiguous along the vocabulary axis", pyspec.verify,
-            FakeCAI((3, V), strides=(8 * V, 8)), [1, 2])
-    _expect("draft_probs is a host array but target_logits is on CUDA device 0", pyspec.verify,
-            logits, [1, 2], np.full((2, V), 0.1, np.float32))
-    _expect("draft_probs.tokens is a host array", pyspec.verify, logits, [1, 2],
-            SparseDraftProbs(np.zeros((2, 2), np.int32), FakeCAI((2, 2))))
-    _expect("draft_probs is on CUDA device 1 but target_logits is on device 0", pyspec.verify,
-            logits, [1, 2], FakeCAI((2, V), device=1))
-    _expect("draft_probs must be float32, got float16", pyspec.verify, logits, [1, 2],
-            FakeCAI((2, V), "<f2"))
-    _expect("draft_tokens on the device must be int32", pyspec.verify, logits,
-            FakeCAI((2,), "<i8"))
+    _expect(
+        "contiguous along the vocabulary axis",
+        pyspec.verify,
+        FakeCAI((3, V), strides=(8 * V, 8)),
+        [1, 2],
+    )
+    _expect(
+        "draft_probs is a host array but target_logits is on CUDA device 0",
+        pyspec.verify,
+        logits,
+        [1, 2],
+        np.full((2, V), 0.1, np.float32),
+    )
+    _expect(
+        "draft_probs.tokens is a host array",
+        pyspec.verify,
+        logits,
+        [1, 2],
+        SparseDraftProbs(np.zeros((2, 2), np.int32), FakeCAI((2, 2))),
+    )
+    _expect(
+        "draft_probs is on CUDA device 1 but target_logits is on device 0",
+        pyspec.verify,
+        logits,
+        [1, 2],
+        FakeCAI((2, V), device=1),
+    )
+    _expect(
+        "draft_probs must be float32, got float16",
+        pyspec.verify,
+        logits,
+        [1, 2],
+        FakeCAI((2, V), "<f2"),
+    )
+    _expect("draft_tokens on the device must be int32", pyspec.verify, logits, FakeCAI((2,), "<i8"))
     _expect("outside \\[0, n_vocab = 10\\)", pyspec.verify, logits, [1, 12])
     host = np.zeros((3, V), np.float32)
-    _expect("requests\\[1\\].target_logits is a host array", pyspec.verify_batch,
-            [VerifyRequest(logits, [1, 2]), VerifyRequest(host, [1, 2])])
-    _expect("every request must share", pyspec.verify_batch,
-            [VerifyRequest(logits, [1, 2]), VerifyRequest(FakeCAI((3, V), "<f2"), [1, 2])])
+    _expect(
+        "requests\\[1\\].target_logits is a host array",
+        pyspec.verify_batch,
+        [VerifyRequest(logits, [1, 2]), VerifyRequest(host, [1, 2])],
+    )
+    _expect(
+        "every request must share",
+        pyspec.verify_batch,
+        [VerifyRequest(logits, [1, 2]), VerifyRequest(FakeCAI((3, V), "<f2"), [1, 2])],
+    )
     _expect("stream must be", pyspec.verify, logits, [1, 2], stream=object())
 
 
@@ -167,17 +209,29 @@ def test_arrays_on_another_device_are_a_cuda_error_not_a_dtype_error():
     logits = FakeCAI((3, V), device=0)
     cases = [
         ("draft_probs", dict(draft_tokens=[1, 2], draft_probs=FakeCAI((2, V), device=1))),
-        ("draft_probs.tokens", dict(draft_tokens=[1, 2], draft_probs=SparseDraftProbs(
-            FakeCAI((2, 2), "<i4", device=1), FakeCAI((2, 2), device=0)))),
+        (
+            "draft_probs.tokens",
+            dict(
+                draft_tokens=[1, 2],
+                draft_probs=SparseDraftProbs(
+                    FakeCAI((2, 2), "<i4", device=1), FakeCAI((2, 2), device=0)
+                ),
+            ),
+        ),
         ("draft_tokens", dict(draft_tokens=FakeCAI((2,), "<i4", device=1))),
         ("requests\\[1\\].target_logits", None),
     ]
     for name, kwargs in cases:
-        with pytest.raises(PyspecError, match=f"{name} is on CUDA device 1 but target_logits "
-                                              "is on device 0") as info:
+        with pytest.raises(
+            PyspecError, match=f"{name} is on CUDA device 1 but target_logits is on device 0"
+        ) as info:
             if kwargs is None:
-                pyspec.verify_batch([VerifyRequest(logits, [1, 2]),
-                                     VerifyRequest(FakeCAI((3, V), device=1), [1, 2])])
+                pyspec.verify_batch(
+                    [
+                        VerifyRequest(logits, [1, 2]),
+                        VerifyRequest(FakeCAI((3, V), device=1), [1, 2]),
+                    ]
+                )
             else:
                 pyspec.verify(logits, **kwargs)
         assert info.value.status == Status.CUDA != Status.DTYPE, name
@@ -195,12 +249,22 @@ def test_host_arrays_in_a_device_call_are_a_cuda_error_not_a_dtype_error():
     V = 10
     logits = FakeCAI((3, V), device=0)
     calls = [
-        ("draft_probs is a host array", lambda: pyspec.verify(
-            logits, [1, 2], np.full((2, V), 0.1, np.float32))),
-        ("draft_probs.tokens is a host array", lambda: pyspec.verify(
-            logits, [1, 2], SparseDraftProbs(np.zeros((2, 2), np.int32), FakeCAI((2, 2))))),
-        ("requests\\[1\\].target_logits is a host array", lambda: pyspec.verify_batch(
-            [VerifyRequest(logits, [1, 2]), VerifyRequest(np.zeros((3, V), np.float32), [1, 2])])),
+        (
+            "draft_probs is a host array",
+            lambda: pyspec.verify(logits, [1, 2], np.full((2, V), 0.1, np.float32)),
+        ),
+        (
+            "draft_probs.tokens is a host array",
+            lambda: pyspec.verify(
+                logits, [1, 2], SparseDraftProbs(np.zeros((2, 2), np.int32), FakeCAI((2, 2)))
+            ),
+        ),
+        (
+            "requests\\[1\\].target_logits is a host array",
+            lambda: pyspec.verify_batch(
+                [VerifyRequest(logits, [1, 2]), VerifyRequest(np.zeros((3, V), np.float32), [1, 2])]
+            ),
+        ),
     ]
     for match, call in calls:
         with pytest.raises(PyspecError, match=match) as info:
@@ -229,23 +293,24 @@ def test_well_formed_device_call_without_a_device_says_so():
 
 # ---- GPU ----------------------------------------------------------------------------------
 
-gpu = pytest.mark.skipif(not pyspec.cuda_available(),
-                         reason="needs a CUDA device and a CUDA build of pyspec")
+gpu = pytest.mark.skipif(
+    not pyspec.cuda_available(), reason="needs a CUDA device and a CUDA build of pyspec"
+)
 
 
 def _backend():
     try:
-        import torch  # noqa: PLC0415
+        import torch
 
         if torch.cuda.is_available():
             return "torch"
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
-        import cupy  # noqa: PLC0415, F401
+        import cupy  # noqa: F401
 
         return "cupy"
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -255,13 +320,17 @@ def to_device(arr: np.ndarray, dtype: str = None):
     if kind is None:
         pytest.skip("needs PyTorch (CUDA) or CuPy to make device arrays")
     if kind == "torch":
-        import torch  # noqa: PLC0415
+        import torch
 
         t = torch.from_numpy(np.ascontiguousarray(arr)).cuda()
         if dtype:
-            t = t.to({"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype])
+            t = t.to(
+                {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[
+                    dtype
+                ]
+            )
         return t
-    import cupy  # noqa: PLC0415
+    import cupy
 
     if dtype == "bfloat16":
         pytest.skip("bfloat16 device arrays need PyTorch")
@@ -282,11 +351,20 @@ def host_copy(arr: np.ndarray, dtype: str):
 
 def cpu_verify(host, dtype, draft, probs, params, position, history=None, logprobs=False):
     if dtype == "bfloat16":
-        return pyspec.verify_from_pointer(host.ctypes.data, host.shape[1], draft, probs, params,
-                                          position, dtype="bfloat16", logprobs=logprobs,
-                                          penalty_history=history)
-    return pyspec.verify(host, draft, probs, params, position, logprobs=logprobs,
-                         penalty_history=history)
+        return pyspec.verify_from_pointer(
+            host.ctypes.data,
+            host.shape[1],
+            draft,
+            probs,
+            params,
+            position,
+            dtype="bfloat16",
+            logprobs=logprobs,
+            penalty_history=history,
+        )
+    return pyspec.verify(
+        host, draft, probs, params, position, logprobs=logprobs, penalty_history=history
+    )
 
 
 def lm_like_logits(rng, rows, V):
@@ -324,10 +402,18 @@ PARAMS = [
     SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.1, seed=4),
     SamplingParams(temperature=0.8, top_k=1, seed=5),
     SamplingParams(temperature=1.0, top_k=5, top_p=0.5, seed=6),
-    SamplingParams(temperature=1.0, top_k=50, seed=7, penalty_last_n=64, repeat_penalty=1.3,
-                   frequency_penalty=0.2, presence_penalty=0.1),
-    SamplingParams(temperature=0.9, top_k=0, top_p=0.8, seed=8, penalty_last_n=-1,
-                   repeat_penalty=1.1),
+    SamplingParams(
+        temperature=1.0,
+        top_k=50,
+        seed=7,
+        penalty_last_n=64,
+        repeat_penalty=1.3,
+        frequency_penalty=0.2,
+        presence_penalty=0.1,
+    ),
+    SamplingParams(
+        temperature=0.9, top_k=0, top_p=0.8, seed=8, penalty_last_n=-1, repeat_penalty=1.1
+    ),
     SamplingParams(temperature=1.1, top_k=1500, top_p=0.9, min_p=0.01, seed=9),  # no short list
 ]
 
@@ -367,7 +453,9 @@ def test_gpu_tokens_equal_cpu_tokens(dtype, mode, params):
         history = list(rng.integers(0, V, size=20))
         pos = int(rng.integers(0, 10**6))
         want = cpu_verify(host, dtype, draft, q_host, params, pos, history, logprobs=True)
-        got = pyspec.verify(device, draft, q_dev, params, pos, logprobs=True, penalty_history=history)
+        got = pyspec.verify(
+            device, draft, q_dev, params, pos, logprobs=True, penalty_history=history
+        )
         assert got.n_accepted == want.n_accepted, (trial, got, want)
         np.testing.assert_array_equal(got.tokens, want.tokens)
         np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
@@ -383,7 +471,10 @@ def test_gpu_ragged_batch_equals_cpu(dtype):
         k = s % 5
         logits = lm_like_logits(rng, k + 1, V)
         params = PARAMS[s % len(PARAMS)]
-        draft = [int(np.argmax(logits[i])) if rng.random() < 0.7 else int(rng.integers(V)) for i in range(k)]
+        draft = [
+            int(np.argmax(logits[i])) if rng.random() < 0.7 else int(rng.integers(V))
+            for i in range(k)
+        ]
         reqs_h.append((host_copy(logits, dtype), draft, params, 100 * s))
         reqs_d.append(VerifyRequest(to_device(logits, dtype), draft, None, params, 100 * s))
     got = pyspec.verify_batch(reqs_d)
@@ -415,26 +506,26 @@ def test_gpu_real_logits_equal_cpu(request):
 
 def _softmax_target(logits, params):
     """float64 reference distribution after top-k / top-p / min-p / temperature."""
-    l = logits.astype(np.float64)
-    order = np.lexsort((np.arange(l.size), -l))
-    keep = np.ones(l.size, bool)
-    n = l.size
+    x = logits.astype(np.float64)
+    order = np.lexsort((np.arange(x.size), -x))
+    keep = np.ones(x.size, bool)
+    n = x.size
     if params.top_k > 0:
         n = min(n, params.top_k)
-    e = np.exp(l[order] - l.max())
+    e = np.exp(x[order] - x.max())
     if params.top_p < 1.0:
         cum = np.cumsum(e[:n])
         n = min(n, int(np.searchsorted(cum, params.top_p * cum[-1]) + 1))
     if params.min_p > 0:
-        n = min(n, int(np.sum(l[order] >= l.max() + np.log(params.min_p))))
+        n = min(n, int(np.sum(x[order] >= x.max() + np.log(params.min_p))))
     keep[:] = False
     keep[order[:n]] = True
-    w = np.where(keep, np.exp((l - l.max()) / params.temperature), 0.0)
+    w = np.where(keep, np.exp((x - x.max()) / params.temperature), 0.0)
     return w / w.sum()
 
 
 def _chi2_ok(counts, p, n):
-    from scipy import stats  # noqa: PLC0415
+    from scipy import stats
 
     mask = p * n >= 5
     obs = np.append(counts[mask], counts[~mask].sum())
@@ -444,9 +535,15 @@ def _chi2_ok(counts, p, n):
 
 
 @gpu
-@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=20),
-                                    SamplingParams(temperature=1.0, top_k=0, top_p=0.8),
-                                    SamplingParams(temperature=1.0, min_p=0.05)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0),
+        SamplingParams(temperature=0.7, top_k=20),
+        SamplingParams(temperature=1.0, top_k=0, top_p=0.8),
+        SamplingParams(temperature=1.0, min_p=0.05),
+    ],
+)
 def test_gpu_samples_follow_the_target(params):
     rng = np.random.default_rng(11)
     V, n = 64, 20000
@@ -466,8 +563,10 @@ def test_gpu_rejection_sampling_is_exact():
     d, dq = to_device(logits), to_device(q[None, :])
     params = SamplingParams(temperature=1.0)
     drafts = rng.choice(V, size=n, p=q / q.sum())
-    reqs = [VerifyRequest(d, [int(x)], dq, SamplingParams(temperature=1.0, seed=s), 0)
-            for s, x in enumerate(drafts)]
+    reqs = [
+        VerifyRequest(d, [int(x)], dq, SamplingParams(temperature=1.0, seed=s), 0)
+        for s, x in enumerate(drafts)
+    ]
     first = np.array([r.tokens[0] for r in pyspec.verify_batch(reqs)])
     assert _chi2_ok(np.bincount(first, minlength=V), _softmax_target(logits[0], params), n)
 
@@ -479,7 +578,9 @@ def test_gpu_point_mass_drafts_of_its_own_samples_are_all_accepted():
     logits = lm_like_logits(rng, k + 1, V)
     d = to_device(logits)
     params = SamplingParams(temperature=0.9, top_k=100, seed=9)
-    samples = [int(pyspec.verify(d[i:i + 1], [], None, params, 50 + i).tokens[0]) for i in range(k)]
+    samples = [
+        int(pyspec.verify(d[i : i + 1], [], None, params, 50 + i).tokens[0]) for i in range(k)
+    ]
     r = pyspec.verify(d, samples, None, params, 50)
     assert r.n_accepted == k and list(r.tokens[:k]) == samples
     bad = samples[:3] + [(samples[3] + 1) % V] + samples[4:]
@@ -497,8 +598,12 @@ def test_gpu_errors_are_reported_after_the_stream():
         pyspec.verify(to_device(logits), [0, 1], None, SamplingParams.greedy_params())
     ok = np.zeros((3, V), np.float32)
     ok[0, 5] = 1.0  # greedy picks 5, the draft 0 is rejected at row 0: row 1's NaN is never read
-    r = pyspec.verify(to_device(np.where(np.isnan(logits), 0, logits) + ok), [0, 1], None,
-                      SamplingParams.greedy_params())
+    r = pyspec.verify(
+        to_device(np.where(np.isnan(logits), 0, logits) + ok),
+        [0, 1],
+        None,
+        SamplingParams.greedy_params(),
+    )
     assert r.n_accepted == 0
     with pytest.raises(PyspecError, match="draft_tokens\\[1\\] = 150 is outside"):
         pyspec.verify(to_device(ok), to_device(np.array([0, 150], np.int32)), None)
@@ -519,6 +624,7 @@ def test_gpu_errors_are_reported_after_the_stream():
 # the same descriptors, memmove for copies), the whole Python side runs here: argument
 # handling, uploads of host token lists, arena offsets, result extraction.
 
+
 class HostAsDevice:
     """A numpy array presenting the CUDA array interface (device 0)."""
 
@@ -526,8 +632,12 @@ class HostAsDevice:
         self.arr = arr
         contiguous = arr.flags.c_contiguous
         self.__cuda_array_interface__ = {
-            "shape": arr.shape, "typestr": arr.dtype.str, "data": (arr.ctypes.data, False),
-            "strides": None if contiguous else arr.strides, "version": 3}
+            "shape": arr.shape,
+            "typestr": arr.dtype.str,
+            "data": (arr.ctypes.data, False),
+            "strides": None if contiguous else arr.strides,
+            "version": 3,
+        }
         self.device = type("Dev", (), {"id": 0})()
 
     def __getitem__(self, item):
@@ -622,7 +732,9 @@ def test_python_device_path_equals_host_path(host_as_device, mode):
         history = [int(x) for x in rng.integers(0, V, size=30)]
         dev_draft = HostAsDevice(np.array(draft, np.int32)) if s == 3 else draft
         reqs_h.append(VerifyRequest(logits, draft, probs_h, params, 7 * s, history))
-        reqs_d.append(VerifyRequest(HostAsDevice(logits), dev_draft, probs_d, params, 7 * s, history))
+        reqs_d.append(
+            VerifyRequest(HostAsDevice(logits), dev_draft, probs_d, params, 7 * s, history)
+        )
     if mode == "point":  # all logits must share a dtype in one call
         reqs_h = [r for i, r in enumerate(reqs_h) if i % 2]
         reqs_d = [r for i, r in enumerate(reqs_d) if i % 2]
@@ -648,7 +760,9 @@ def test_python_device_path_reports_device_errors(host_as_device):
     logits[2, 9] = np.nan
     with pytest.raises(pyspec.LogitsError, match="row 2 holds NaN at vocabulary index 9"):
         pyspec.verify(HostAsDevice(logits), [0, 0], None, SamplingParams.greedy_params())
-    r = pyspec.verify(HostAsDevice(np.zeros((2, 50), np.float32)), [0], None, SamplingParams.greedy_params())
+    r = pyspec.verify(
+        HostAsDevice(np.zeros((2, 50), np.float32)), [0], None, SamplingParams.greedy_params()
+    )
     assert r.n_accepted == 1
 
 
@@ -660,9 +774,15 @@ def test_raw_device_pointer_entry_point(host_as_device):
     out = np.full(k + 1, -1, np.int32)
     n = np.zeros(1, np.int64)
     params = SamplingParams.greedy_params()
-    pyspec.cuda.verify_from_device_pointer(logits.ctypes.data, V, draft.ctypes.data, k,
-                                           out_tokens_address=out.ctypes.data,
-                                           out_n_accepted_address=n.ctypes.data, params=params)
+    pyspec.cuda.verify_from_device_pointer(
+        logits.ctypes.data,
+        V,
+        draft.ctypes.data,
+        k,
+        out_tokens_address=out.ctypes.data,
+        out_n_accepted_address=n.ctypes.data,
+        params=params,
+    )
     want = pyspec.verify(logits, list(draft), None, params)
     assert n[0] == want.n_accepted == k and list(out) == list(want.tokens)
 
@@ -682,12 +802,26 @@ def _bad_calls():
         ("draft rank", (logits, np.array([[1, 2]], np.int32), None, greedy, 0)),
         ("dense shape", (logits, [1, 2], q[:1], SamplingParams(seed=1), 0)),
         ("dense dtype", (logits, [1, 2], q.astype(np.float64), SamplingParams(seed=1), 0)),
-        ("sparse shapes", (logits, [1, 2], SparseDraftProbs(np.zeros((2, 3), np.int32),
-                                                             np.zeros((2, 4), np.float32)),
-                           SamplingParams(seed=1), 0)),
-        ("sparse dtypes", (logits, [1, 2], SparseDraftProbs(np.zeros((2, 3), np.int32),
-                                                             np.zeros((2, 3), np.float64)),
-                           SamplingParams(seed=1), 0)),
+        (
+            "sparse shapes",
+            (
+                logits,
+                [1, 2],
+                SparseDraftProbs(np.zeros((2, 3), np.int32), np.zeros((2, 4), np.float32)),
+                SamplingParams(seed=1),
+                0,
+            ),
+        ),
+        (
+            "sparse dtypes",
+            (
+                logits,
+                [1, 2],
+                SparseDraftProbs(np.zeros((2, 3), np.int32), np.zeros((2, 3), np.float64)),
+                SamplingParams(seed=1),
+                0,
+            ),
+        ),
         ("params type", (logits, [1, 2], None, {"temperature": 1.0}, 0)),
         ("position range", (logits, [1, 2], None, greedy, -1)),
         ("position type", (logits, [1, 2], None, greedy, 1.5)),

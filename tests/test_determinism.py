@@ -1,11 +1,12 @@
 """Same inputs and seed give the same outputs, across k, batch composition and threads."""
+
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from reference import peaked_logits
 
 import pyspec
-from reference import peaked_logits
 
 V = 20000
 
@@ -38,8 +39,10 @@ def test_repeated_calls_and_thread_counts_agree(rows, with_probs):
         drafts = _likely_drafts(rows, params, 100)
         if seed % 3 == 0:
             drafts[seed % 16] = 123  # force a rejection somewhere
-        results = [pyspec.verify(rows, drafts, probs, params, 100, n_threads=t, logprobs=True)
-                   for t in (*THREAD_COUNTS, 1)]
+        results = [
+            pyspec.verify(rows, drafts, probs, params, 100, n_threads=t, logprobs=True)
+            for t in (*THREAD_COUNTS, 1)
+        ]
         for r in results[1:]:
             assert r.n_accepted == results[0].n_accepted
             np.testing.assert_array_equal(r.tokens, results[0].tokens)
@@ -55,8 +58,9 @@ def test_results_do_not_depend_on_k(rows, with_probs):
         drafts = _likely_drafts(rows, params, 7)
         full = pyspec.verify(rows, drafts, probs, params, 7)
         for k in (1, 2, 4, 8):
-            short = pyspec.verify(rows[: k + 1], drafts[:k], None if probs is None else probs[:k],
-                                  params, 7)
+            short = pyspec.verify(
+                rows[: k + 1], drafts[:k], None if probs is None else probs[:k], params, 7
+            )
             # Rows that both calls decided are decided identically.
             n = min(short.n_accepted, full.n_accepted)
             np.testing.assert_array_equal(short.tokens[:n], full.tokens[:n])
@@ -74,12 +78,16 @@ def test_batch_composition_does_not_change_a_sequence(rows):
     requests = []
     for s in range(12):
         k = int(rng.integers(0, 17))
-        params = pyspec.SamplingParams(seed=1000 + s) if s % 4 else pyspec.SamplingParams.greedy_params()
+        params = (
+            pyspec.SamplingParams(seed=1000 + s) if s % 4 else pyspec.SamplingParams.greedy_params()
+        )
         drafts = _likely_drafts(rows[: k + 1], params, 3 * s)
         probs = _draft_probs(rows[: k + 1]) if s % 2 and k else None
         requests.append(pyspec.VerifyRequest(rows[: k + 1], drafts, probs, params, 3 * s))
-    alone = [pyspec.verify(r.target_logits, r.draft_tokens, r.draft_probs, r.params, r.position)
-             for r in requests]
+    alone = [
+        pyspec.verify(r.target_logits, r.draft_tokens, r.draft_probs, r.params, r.position)
+        for r in requests
+    ]
     for order in (range(12), reversed(range(12)), [3, 1, 4, 1, 5, 9, 2, 6]):
         order = list(order)
         batch = pyspec.verify_batch([requests[i] for i in order], n_threads=2)
@@ -97,7 +105,9 @@ def test_strided_rows_and_pointer_entry_point_read_in_place(rows):
     drafts = _likely_drafts(rows, params, 0)
     want = pyspec.verify(rows, drafts, params=params)
     got = pyspec.verify(view, drafts, params=params)
-    ptr = pyspec.verify_from_pointer(padded.ctypes.data, V, drafts, params=params, row_stride=V + 64)
+    ptr = pyspec.verify_from_pointer(
+        padded.ctypes.data, V, drafts, params=params, row_stride=V + 64
+    )
     for r in (got, ptr):
         assert r.n_accepted == want.n_accepted
         np.testing.assert_array_equal(r.tokens, want.tokens)

@@ -2,27 +2,49 @@
 fixed-point reference (tests/reference.py, csrc/draw.h) bit for bit: weights from
 exp_portable rounded to integers, integer sums, and the first token in token-id order whose
 running sum exceeds floor(u * total). A GPU back end must match the same reference."""
+
 import ctypes
 import ctypes.util
 import itertools
 
 import numpy as np
 import pytest
+from reference import (
+    draw_target,
+    exp_portable,
+    fixed_point_dist,
+    fixed_point_draw,
+    fixed_point_verify_row,
+    fmaf,
+    peaked_logits,
+    weight_shift,
+)
 
 import pyspec
 from pyspec.rng import Purpose, uniform
-from reference import (draw_target, exp_portable, fixed_point_dist, fixed_point_draw,
-                       fixed_point_verify_row, fmaf, peaked_logits, weight_shift)
 
 # (input bits, output bits) of pyspec_exp_portable; the same table is in tests/c/test_draw.c.
 EXP_KNOWN_ANSWERS = [
-    (0x00000000, 0x3f800000), (0x80000000, 0x3f800000), (0xb3d6bf95, 0x3f7ffffe),
-    (0xba83126f, 0x3f7fbe7f), (0xbe800000, 0x3f475f7d), (0xbf000000, 0x3f1b4598),
-    (0xbf317218, 0x3f000000), (0xbf800000, 0x3ebc5ab2), (0xc0200000, 0x3da81c2e),
-    (0xc0533333, 0x3d1712ce), (0xc1200000, 0x383e6bce), (0xc1a40000, 0x30abd1d8),
-    (0xc1f80000, 0x291b090f), (0xc2487df4, 0x1b4e2f56), (0xc2abcccd, 0x018698a0),
-    (0xc2abff7d, 0x0173d1bc), (0xc2ac0000, 0x00000000), (0xc2c80000, 0x00000000),
-    (0xff800000, 0x00000000), (0x3f800000, 0x3f800000),
+    (0x00000000, 0x3F800000),
+    (0x80000000, 0x3F800000),
+    (0xB3D6BF95, 0x3F7FFFFE),
+    (0xBA83126F, 0x3F7FBE7F),
+    (0xBE800000, 0x3F475F7D),
+    (0xBF000000, 0x3F1B4598),
+    (0xBF317218, 0x3F000000),
+    (0xBF800000, 0x3EBC5AB2),
+    (0xC0200000, 0x3DA81C2E),
+    (0xC0533333, 0x3D1712CE),
+    (0xC1200000, 0x383E6BCE),
+    (0xC1A40000, 0x30ABD1D8),
+    (0xC1F80000, 0x291B090F),
+    (0xC2487DF4, 0x1B4E2F56),
+    (0xC2ABCCCD, 0x018698A0),
+    (0xC2ABFF7D, 0x0173D1BC),
+    (0xC2AC0000, 0x00000000),
+    (0xC2C80000, 0x00000000),
+    (0xFF800000, 0x00000000),
+    (0x3F800000, 0x3F800000),
 ]
 
 
@@ -42,16 +64,17 @@ def test_reference_fmaf_matches_libm(rng):
     # Halfway cases for the float64 -> float32 rounding: c cancels most of a * b.
     c[:1000] = (-(a[:1000].astype(np.float64) * b[:1000])).astype(np.float32)
     got = fmaf(a, b, c)
-    want = np.array([libm.fmaf(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)],
-                    dtype=np.float32)
+    want = np.array(
+        [libm.fmaf(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)], dtype=np.float32
+    )
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_weight_shift_and_draw_target():
     assert [weight_shift(v) for v in (1, 4096, 4097, 151936, 262144)] == [50, 50, 49, 44, 44]
-    assert draw_target(0.0, 2 ** 62) == 0
-    assert draw_target(1 - 2.0 ** -53, 1) == 0
-    assert draw_target(1 - 2.0 ** -53, 2 ** 62) == 2 ** 62 - 2 ** 9
+    assert draw_target(0.0, 2**62) == 0
+    assert draw_target(1 - 2.0**-53, 1) == 0
+    assert draw_target(1 - 2.0**-53, 2**62) == 2**62 - 2**9
 
 
 def _sample_u(seed, pos):
@@ -69,7 +92,10 @@ def test_draw_walks_token_ids_not_ranks():
     for seed in range(200):
         u = _sample_u(seed, 7)
         want = 0 if draw_target(u, total) < cut else 1
-        assert pyspec.sample(logits, pyspec.SamplingParams(**{**params.__dict__, "seed": seed}), 7) == want
+        assert (
+            pyspec.sample(logits, pyspec.SamplingParams(**{**params.__dict__, "seed": seed}), 7)
+            == want
+        )
         seen.add(want)
     assert seen == {0, 1}
     # The same with top-k on: the kept candidates are walked by id, not by rank.
@@ -80,19 +106,31 @@ def test_draw_walks_token_ids_not_ranks():
     for seed in range(200):
         u = _sample_u(seed, 3)
         want = 0 if draw_target(u, total) < int(w[0]) else 1
-        assert pyspec.sample(logits3, pyspec.SamplingParams(**{**params_k.__dict__, "seed": seed}), 3) == want
+        assert (
+            pyspec.sample(logits3, pyspec.SamplingParams(**{**params_k.__dict__, "seed": seed}), 3)
+            == want
+        )
 
 
 PARAMS = [
     pyspec.SamplingParams(temperature=t, top_k=k, top_p=p, min_p=m)
-    for t, k, p, m in itertools.product((0.0, 0.3, 1.0, 1.7), (0, 1, 40, 700),
-                                        (1.0, 0.95, 0.6), (0.0, 0.05))
+    for t, k, p, m in itertools.product(
+        (0.0, 0.3, 1.0, 1.7), (0, 1, 40, 700), (1.0, 0.95, 0.6), (0.0, 0.05)
+    )
 ] + [
     pyspec.SamplingParams(),
-    pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=0.9, min_p=0.0,
-                          repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5),
-    pyspec.SamplingParams(temperature=0.7, top_k=50, top_p=0.8, min_p=0.02,
-                          repeat_penalty=1.1, presence_penalty=1.0),
+    pyspec.SamplingParams(
+        temperature=1.0,
+        top_k=0,
+        top_p=0.9,
+        min_p=0.0,
+        repeat_penalty=1.3,
+        frequency_penalty=0.2,
+        presence_penalty=0.5,
+    ),
+    pyspec.SamplingParams(
+        temperature=0.7, top_k=50, top_p=0.8, min_p=0.02, repeat_penalty=1.1, presence_penalty=1.0
+    ),
 ]
 
 
@@ -100,8 +138,10 @@ def _with_seed(params, seed):
     return pyspec.SamplingParams(**{**params.__dict__, "seed": seed})
 
 
-@pytest.mark.parametrize("n_vocab,dtype", [(1000, np.float32), (4099, np.float32),
-                                           (5000, np.float16), (151936, np.float32)])
+@pytest.mark.parametrize(
+    "n_vocab,dtype",
+    [(1000, np.float32), (4099, np.float32), (5000, np.float16), (151936, np.float32)],
+)
 def test_sample_equals_fixed_point_reference(n_vocab, dtype, rng):
     rows = peaked_logits(rng, n_vocab, n_rows=2, head=40, scale=2.0).astype(dtype)
     rows[1, rng.choice(n_vocab, n_vocab // 10, replace=False)] = -np.inf
@@ -127,13 +167,15 @@ def test_point_mass_verify_equals_reference(rng):
     params = pyspec.SamplingParams(temperature=1.1, top_k=0, top_p=0.97, min_p=0.0)
     for seed in range(30):
         p = _with_seed(params, seed)
-        want = [fixed_point_draw(*fixed_point_dist(rows[i], p), _sample_u(seed, 50 + i))
-                for i in range(5)]
+        want = [
+            fixed_point_draw(*fixed_point_dist(rows[i], p), _sample_u(seed, 50 + i))
+            for i in range(5)
+        ]
         drafts = want[:4]
         if seed % 3 == 0:
             drafts[seed % 4] = (drafts[seed % 4] + 1) % n_vocab
         r = pyspec.verify(rows, drafts, None, p, 50)
-        assert list(r.tokens) == want[:r.n_accepted + 1]
+        assert list(r.tokens) == want[: r.n_accepted + 1]
 
 
 @pytest.mark.parametrize("top_k", [0, 30])
@@ -150,12 +192,15 @@ def test_rejection_sampling_equals_reference(top_k, rng):
     n_rejected = 0
     for seed in range(300):
         p = _with_seed(params, seed)
-        x = int(np.searchsorted(np.cumsum(q.astype(np.float64)), _sample_u(seed + 10 ** 6, 0) * q.sum()))
+        x = int(
+            np.searchsorted(np.cumsum(q.astype(np.float64)), _sample_u(seed + 10**6, 0) * q.sum())
+        )
         x = min(x, n_vocab - 1)
         if q[x] <= 0:
             continue
-        want, accepted = fixed_point_verify_row(rows[0], p, x, q, uniform(seed, 9, Purpose.ACCEPT),
-                                                uniform(seed, 9, Purpose.RESIDUAL))
+        want, accepted = fixed_point_verify_row(
+            rows[0], p, x, q, uniform(seed, 9, Purpose.ACCEPT), uniform(seed, 9, Purpose.RESIDUAL)
+        )
         r = pyspec.verify(rows, [x], q[None, :], p, 9)
         assert r.tokens[0] == want and (r.n_accepted == 1) == accepted, seed
         n_rejected += not accepted

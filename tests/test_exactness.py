@@ -12,14 +12,15 @@ likelihood-ratio statistic, power >= 0.9 computed and asserted per case (a libra
 either bias planted in rules.h / draw.h fails all six of its cases, and no chi-square test);
 tests/test_acceptance_rate.py tests the acceptance rate itself.
 """
+
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from reference import chisquare_pvalue, peaked_logits, reference_distribution
 
 import pyspec
 from pyspec import Purpose
-from reference import chisquare_pvalue, peaked_logits, reference_distribution
 
 ALPHA = 1e-3
 N = 12000
@@ -51,22 +52,25 @@ class Draft:
 def draft_for(target_row, rng, params):
     """A plausible draft model: the target's logits perturbed, with its own transforms."""
     noisy = target_row + rng.standard_normal(target_row.size).astype(np.float32) * 1.5
-    draft_params = replace(params, temperature=max(params.temperature, 0.5) * 1.2,
-                           top_k=20 if params.top_k else 0)
+    draft_params = replace(
+        params, temperature=max(params.temperature, 0.5) * 1.2, top_k=20 if params.top_k else 0
+    )
     return Draft(pyspec.distribution(noisy, draft_params))
 
 
 def first_tokens_point_mass(rows, drafts, params, n=N):
-    return np.array([pyspec.verify(rows, drafts, params=replace(params, seed=s)).tokens[0]
-                     for s in range(n)])
+    return np.array(
+        [pyspec.verify(rows, drafts, params=replace(params, seed=s)).tokens[0] for s in range(n)]
+    )
 
 
 def first_tokens_with_probs(rows, draft, params, n=N, sparse=False):
     out = np.empty(n, dtype=np.int64)
     if sparse:
         support = np.flatnonzero(draft.probs)
-        probs = pyspec.SparseDraftProbs(support[None, :].astype(np.int32),
-                                        draft.probs[support][None, :])
+        probs = pyspec.SparseDraftProbs(
+            support[None, :].astype(np.int32), draft.probs[support][None, :]
+        )
     else:
         probs = draft.probs[None, :]
     for s in range(n):
@@ -76,6 +80,7 @@ def first_tokens_with_probs(rows, draft, params, n=N, sparse=False):
 
 
 # ---- deliberately wrong verifiers: the checks must catch them ----------------------------
+
 
 def broken_accept_always(p, draft, n=N):
     return np.array([draft.draw(s, 0) for s in range(n)])
@@ -108,6 +113,7 @@ def broken_shared_uniform(p, draft, n=N):
 
 # ---- the tests ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def big_rows():
     return peaked_logits(np.random.default_rng(7), 151936, n_rows=3)
@@ -132,7 +138,9 @@ def test_point_mass_output_does_not_depend_on_the_drafter(big_rows):
             assert r.n_accepted == next((i for i, d in enumerate(drafts) if d != plain[i]), 2)
 
 
-@pytest.mark.parametrize("params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}")
+@pytest.mark.parametrize(
+    "params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}"
+)
 def test_point_mass_transform_combinations(params):
     rows = peaked_logits(np.random.default_rng(11), 5000, n_rows=2)
     p = reference_distribution(rows[0], params)
@@ -150,7 +158,9 @@ def test_draft_probs_default_params_real_vocabulary(big_rows):
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
-@pytest.mark.parametrize("params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}")
+@pytest.mark.parametrize(
+    "params", COMBOS, ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}"
+)
 def test_draft_probs_transform_combinations(params, sparse):
     rows = peaked_logits(np.random.default_rng(5), 5000, n_rows=2)
     p = reference_distribution(rows[0], params)
@@ -179,8 +189,9 @@ def test_greedy_emits_the_argmax_and_accepts_exactly_the_matching_prefix(big_row
             assert list(r.tokens) == list(best[: n_acc + 1])
 
 
-@pytest.mark.parametrize("broken", [broken_accept_always, broken_resample_from_target,
-                                    broken_shared_uniform])
+@pytest.mark.parametrize(
+    "broken", [broken_accept_always, broken_resample_from_target, broken_shared_uniform]
+)
 def test_the_check_has_power_against_broken_verifiers(broken, big_rows):
     p = reference_distribution(big_rows[0], DEFAULT)
     draft = draft_for(big_rows[0], np.random.default_rng(3), DEFAULT)
@@ -255,12 +266,16 @@ def verify_over_seeds(rows, draft, params, n, sparse=False, chunk=10_000):
     else:
         probs = draft.probs[None, :]
     u = np.array([pyspec.uniform(s, 0, Purpose.DRAFT) for s in range(n)])
-    xs = np.minimum(np.searchsorted(draft.cum, u * draft.cum[-1], side="right"),
-                    np.flatnonzero(draft.probs > 0)[-1])
+    xs = np.minimum(
+        np.searchsorted(draft.cum, u * draft.cum[-1], side="right"),
+        np.flatnonzero(draft.probs > 0)[-1],
+    )
     results = []
     for start in range(0, n, chunk):
-        requests = [pyspec.VerifyRequest(rows[:2], [int(xs[s])], probs, replace(params, seed=s), 0)
-                    for s in range(start, min(n, start + chunk))]
+        requests = [
+            pyspec.VerifyRequest(rows[:2], [int(xs[s])], probs, replace(params, seed=s), 0)
+            for s in range(start, min(n, start + chunk))
+        ]
         # The rows are checked once; they are the same in every request.
         results += pyspec.verify_batch(requests, check_draft_probs=(start == 0))
     return results
@@ -274,22 +289,30 @@ def _emitted_first_tokens(rows, draft, params, n, sparse):
 # draft overestimates likely tokens (a sharp, fairly accurate draft); a residual bias shows
 # when rejections are frequent and the residual is spread (a noisier, sharp draft). Both are
 # plausible draft models (acceptance 0.71-0.88 here).
-WRONG = {"acceptance+5%": (dict(accept_bias=1.05), 0.7, 1.5),
-         "residual-5%q": (dict(residual_q=0.95), 0.6, 2.0)}
+WRONG = {
+    "acceptance+5%": (dict(accept_bias=1.05), 0.7, 1.5),
+    "residual-5%q": (dict(residual_q=0.95), 0.6, 2.0),
+}
 
 
 def sharp_draft(target_row, params, temperature_factor, noise):
     rng = np.random.default_rng(9)
     noisy = target_row + rng.standard_normal(target_row.size).astype(np.float32) * noise
-    draft_params = replace(params, temperature=max(params.temperature, 0.5) * temperature_factor,
-                           top_k=20 if params.top_k else 0)
+    draft_params = replace(
+        params,
+        temperature=max(params.temperature, 0.5) * temperature_factor,
+        top_k=20 if params.top_k else 0,
+    )
     return Draft(pyspec.distribution(noisy, draft_params))
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
-@pytest.mark.parametrize("params", [DEFAULT] + COMBOS[:2],
-                         ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}")
+@pytest.mark.parametrize(
+    "params",
+    [DEFAULT] + COMBOS[:2],
+    ids=lambda p: f"k{p.top_k}-p{p.top_p}-m{p.min_p}-t{p.temperature}",
+)
 def test_draft_probs_against_five_percent_biases(params, sparse, name):
     bias, temperature_factor, noise = WRONG[name]
     rows = peaked_logits(np.random.default_rng(5), 5000, n_rows=2)
@@ -314,8 +337,12 @@ def test_the_sharp_statistic_rejects_the_wrong_libraries(name):
     wrong = biased_emission(p, q, **bias)
     assert np.allclose(biased_emission(p, q), p, atol=1e-6)  # the exact library emits p
     rng = np.random.default_rng(2)
-    caught = sum(abs(_llr_z(rng.choice(len(p), N_SHARP, p=wrong / wrong.sum()), p, wrong)) >= Z_CRIT
-                 for _ in range(30))
-    honest = sum(abs(_llr_z(rng.choice(len(p), N_SHARP, p=p / p.sum()), p, wrong)) >= Z_CRIT
-                 for _ in range(30))
+    caught = sum(
+        abs(_llr_z(rng.choice(len(p), N_SHARP, p=wrong / wrong.sum()), p, wrong)) >= Z_CRIT
+        for _ in range(30)
+    )
+    honest = sum(
+        abs(_llr_z(rng.choice(len(p), N_SHARP, p=p / p.sum()), p, wrong)) >= Z_CRIT
+        for _ in range(30)
+    )
     assert caught >= 27 and honest <= 1, (caught, honest)

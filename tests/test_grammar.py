@@ -6,37 +6,39 @@ llama.cpp's chain applied to the row masked by the grammar over the whole vocabu
 planted bugs (masking after top-k, the two-draw shortcut with truncation, cutting a forbidden
 draft that has a probability) must fail the same test.
 """
+
 import dataclasses
 import json
 import logging
 
+import llama_cpp
 import numpy as np
 import pytest
+from reference import chisquare_pvalue, reference_distribution
 
-import llama_cpp
 import pyspec
 from pyspec.llama import SpeculativeLlama
-from pyspec.llama.constraints.rows import RowConstraints, kept_tokens
 from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.llama.constraints.rows import RowConstraints, kept_tokens
 from pyspec.llama.drafting.draft_model import draw_from
 from pyspec.llama.speculative import Speculation
 from pyspec.rng import Purpose, uniform
 from pyspec.testing.near_tie import compare_texts, one_token_gap
-from reference import chisquare_pvalue, reference_distribution
 
 pytestmark = pytest.mark.model
 
-WORDS = 'root ::= " "? [a-z]+'      # lower-case words: " Apple", ":" and "\n" are forbidden
+WORDS = 'root ::= " "? [a-z]+'  # lower-case words: " Apple", ":" and "\n" are forbidden
 DIGITS = 'root ::= [0-9]+ "."'
 N_SAMPLES = 20000
-ALPHA = 1e-4      # the correct scheme must pass at this level ...
-BIAS_P = 1e-9     # ... and every planted bug must fail far below it
+ALPHA = 1e-4  # the correct scheme must pass at this level ...
+BIAS_P = 1e-9  # ... and every planted bug must fail far below it
 
 
 @pytest.fixture(scope="module")
 def gemma(gemma_path):
-    llm = llama_cpp.Llama(model_path=gemma_path, n_ctx=512, n_batch=512, logits_all=True,
-                          verbose=False, n_threads=2)
+    llm = llama_cpp.Llama(
+        model_path=gemma_path, n_ctx=512, n_batch=512, logits_all=True, verbose=False, n_threads=2
+    )
     yield llm
     llm.close()
 
@@ -73,17 +75,26 @@ def _samples(row, params, n=N_SAMPLES, first=0):
 CASES = [  # prompt, grammar, grammar prefix already generated
     pytest.param("My favourite fruit is", WORDS, "", id="words"),
     pytest.param("The year the war ended was", DIGITS, "", id="digits"),
-    pytest.param('Give JSON for the person Maria Lopez: {"name": "Mar',
-                 llama_cpp.llama_grammar.JSON_GBNF, '{"name": "Mar', id="json-in-string"),
-    pytest.param('Give JSON for the person Maria Lopez:', llama_cpp.llama_grammar.JSON_GBNF, "",
-                 id="json-start"),
+    pytest.param(
+        'Give JSON for the person Maria Lopez: {"name": "Mar',
+        llama_cpp.llama_grammar.JSON_GBNF,
+        '{"name": "Mar',
+        id="json-in-string",
+    ),
+    pytest.param(
+        "Give JSON for the person Maria Lopez:",
+        llama_cpp.llama_grammar.JSON_GBNF,
+        "",
+        id="json-start",
+    ),
 ]
 
 
 @pytest.mark.parametrize("prompt, grammar, prefix", CASES)
 @pytest.mark.parametrize("m", [1, 40, 300])
-def test_kept_tokens_hold_the_m_best_allowed_and_nothing_forbidden(gemma, prompt, grammar,
-                                                                   prefix, m):
+def test_kept_tokens_hold_the_m_best_allowed_and_nothing_forbidden(
+    gemma, prompt, grammar, prefix, m
+):
     row = _row(gemma, prompt)
     state = _state(gemma, grammar, prefix)
     allowed = np.flatnonzero(state.allowed(np.arange(row.size)))
@@ -103,17 +114,29 @@ def test_kept_tokens_hold_the_m_best_allowed_and_nothing_forbidden(gemma, prompt
     state.close()
 
 
-@pytest.mark.parametrize("prompt, grammar, prefix", CASES + [  # only EOG and spaces left:
-    pytest.param('Give JSON: {"a": 1}', llama_cpp.llama_grammar.JSON_GBNF, '{"a": 1}',
-                 id="json-done")])
-@pytest.mark.parametrize("params", [
-    pyspec.SamplingParams(temperature=0.0), pyspec.SamplingParams(temperature=0.8),
-    pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.9, min_p=0.0),
-    pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=1.0, min_p=0.1),
-    pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)],
-    ids=["greedy", "defaults", "top_p", "min_p", "raw"])
-def test_rows_masked_by_the_walk_have_the_whole_mask_distribution(gemma, prompt, grammar, prefix,
-                                                                  params):
+@pytest.mark.parametrize(
+    "prompt, grammar, prefix",
+    CASES
+    + [  # only EOG and spaces left:
+        pytest.param(
+            'Give JSON: {"a": 1}', llama_cpp.llama_grammar.JSON_GBNF, '{"a": 1}', id="json-done"
+        )
+    ],
+)
+@pytest.mark.parametrize(
+    "params",
+    [
+        pyspec.SamplingParams(temperature=0.0),
+        pyspec.SamplingParams(temperature=0.8),
+        pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.9, min_p=0.0),
+        pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=1.0, min_p=0.1),
+        pyspec.SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    ],
+    ids=["greedy", "defaults", "top_p", "min_p", "raw"],
+)
+def test_rows_masked_by_the_walk_have_the_whole_mask_distribution(
+    gemma, prompt, grammar, prefix, params
+):
     """The walk (with its min-p and top-p stops) forbids more than the grammar, never what
     the chain would keep: the distribution over the row is the whole-vocabulary mask's."""
     row = _row(gemma, prompt)
@@ -125,8 +148,10 @@ def test_rows_masked_by_the_walk_have_the_whole_mask_distribution(gemma, prompt,
     constraints.close()
 
 
-PARAMS = [pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=11),
-          pyspec.SamplingParams(temperature=1.5, top_k=40, top_p=1.0, min_p=0.0, seed=12)]
+PARAMS = [
+    pyspec.SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=11),
+    pyspec.SamplingParams(temperature=1.5, top_k=40, top_p=1.0, min_p=0.0, seed=12),
+]
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=["defaults", "wide"])
@@ -174,8 +199,10 @@ def _first_tokens_with_probable_forbidden_draft(gemma, cut_forbidden: bool):
     state = _state(gemma, WORDS)
     forbidden = int(np.argmax(np.where(state.allowed(np.arange(row0.size)), -np.inf, row0)))
     best_allowed = int(np.argmax(_full_mask(state, row0)))
-    q = pyspec.SparseDraftProbs(np.array([[forbidden, best_allowed]], dtype=np.int32),
-                                np.array([[0.5, 0.5]], dtype=np.float32))
+    q = pyspec.SparseDraftProbs(
+        np.array([[forbidden, best_allowed]], dtype=np.int32),
+        np.array([[0.5, 0.5]], dtype=np.float32),
+    )
     constraints = RowConstraints(params, row0.size, state)
     raw = np.stack([row0, row0])  # row 1 is read only after an accepted draft; its value is moot
     out = []
@@ -221,14 +248,25 @@ def test_grammar_state_refuses_a_forbidden_token_instead_of_aborting(gemma):
 
 # ---- real models end to end ---------------------------------------------------------------
 
-PERSON = ("Name: Maria Lopez\nEmail: maria.lopez@example.com\nCity: Valencia\n"
-          "Phone: +34 612 345 678\nOccupation: nurse")
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string"}, "email": {"type": "string"}, "city": {"type": "string"},
-    "phone": {"type": "string"}, "occupation": {"type": "string"}},
-    "required": ["name", "email", "city", "phone", "occupation"]}
-TEMPLATES = {"gemma": "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n",
-             "qwen": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"}
+PERSON = (
+    "Name: Maria Lopez\nEmail: maria.lopez@example.com\nCity: Valencia\n"
+    "Phone: +34 612 345 678\nOccupation: nurse"
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": "string"},
+        "city": {"type": "string"},
+        "phone": {"type": "string"},
+        "occupation": {"type": "string"},
+    },
+    "required": ["name", "email", "city", "phone", "occupation"],
+}
+TEMPLATES = {
+    "gemma": "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n",
+    "qwen": "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+}
 KW = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
 
 
@@ -280,7 +318,11 @@ def test_json_schema_chat_completion_gives_valid_json_speculatively(request, nam
     for response_format in ({"type": "json_object", "schema": SCHEMA}, {"type": "json_object"}):
         out = spec.create_chat_completion(
             [{"role": "user", "content": f"Extract this person as JSON:\n{PERSON}"}],
-            response_format=response_format, temperature=0.7, seed=3, max_tokens=160)
+            response_format=response_format,
+            temperature=0.7,
+            seed=3,
+            max_tokens=160,
+        )
         value = json.loads(out["choices"][0]["message"]["content"])
         assert isinstance(value, dict)
         if "schema" in response_format:
@@ -295,8 +337,9 @@ def test_logits_processor_sees_each_verify_row_with_its_history(gemma_path, batc
     llama-cpp-python calls it per token; its effect (a banned token) is honoured exactly."""
     plain = llama_cpp.Llama(model_path=gemma_path, **KW)
     spec = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, adaptive=False, **KW)
-    prompt = TEMPLATES["gemma"].format("Repeat exactly: the cat sat on the mat, the cat sat on "
-                                       "the mat, the cat sat on the mat.")
+    prompt = TEMPLATES["gemma"].format(
+        "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
+    )
     banned = plain.tokenize(b" mat", add_bos=False)[0]
     calls = []
 
@@ -307,16 +350,25 @@ def test_logits_processor_sees_each_verify_row_with_its_history(gemma_path, batc
 
     def run(llm):
         calls.clear()
-        out = llm.create_completion(prompt, max_tokens=30, temperature=0.0,
-                                    logits_processor=llama_cpp.LogitsProcessorList([ban]))
+        out = llm.create_completion(
+            prompt,
+            max_tokens=30,
+            temperature=0.0,
+            logits_processor=llama_cpp.LogitsProcessorList([ban]),
+        )
         return out["choices"][0]["text"], list(calls)
 
     text_plain, calls_plain = run(plain)
     text_spec, calls_spec = run(spec)
     stats = spec.speculation.last
     assert " mat" not in text_spec and " mat" not in text_plain
-    tie = compare_texts(plain, plain.tokenize(prompt.encode(), special=True), text_plain,
-                        text_spec, batch_noise(gemma_path).tie_bound)
+    tie = compare_texts(
+        plain,
+        plain.tokenize(prompt.encode(), special=True),
+        text_plain,
+        text_spec,
+        batch_noise(gemma_path).tie_bound,
+    )
     assert stats.fallback_reason == "" and stats.verify_steps > 0
     # Plain calls it once per emitted token with everything before that token; every such
     # history (up to a near-tie, if the texts part at one) appears among the speculative
@@ -343,22 +395,27 @@ def test_a_raising_logits_processor_leaves_the_model_consistent(gemma_path):
         return scores
 
     with pytest.raises(RuntimeError, match="processor failed"):
-        spec.create_completion(prompt, max_tokens=12, temperature=0.0,
-                               logits_processor=[fails_on_third_row])
+        spec.create_completion(
+            prompt, max_tokens=12, temperature=0.0, logits_processor=[fails_on_third_row]
+        )
     again = spec.create_completion(prompt, max_tokens=12, temperature=0.0)["choices"][0]["text"]
     assert again == want
     spec.close()
 
 
 def test_grammar_with_a_draft_model_cuts_or_rejects_forbidden_drafts(qwen_path, request):
-    draft = str(__import__("pyspec.testing.models", fromlist=["ensure_model"]).ensure_model(
-        "qwen2.5-coder-0.5b"))
+    draft = str(
+        __import__("pyspec.testing.models", fromlist=["ensure_model"]).ensure_model(
+            "qwen2.5-coder-0.5b"
+        )
+    )
     spec = SpeculativeLlama(qwen_path, draft=draft, draft_max=6, adaptive=False, **KW)
     prompt = TEMPLATES["qwen"].format(f"Extract this person as JSON:\n{PERSON}")
     grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
     for temperature in (0.0, 0.8):
-        out = spec.create_completion(prompt, max_tokens=120, temperature=temperature, seed=5,
-                                     grammar=grammar)
+        out = spec.create_completion(
+            prompt, max_tokens=120, temperature=temperature, seed=5, grammar=grammar
+        )
         assert json.loads(out["choices"][0]["text"])["city"]
         stats = spec.speculation.last
         assert stats.verify_steps > 0 and stats.accepted > 0
@@ -366,8 +423,10 @@ def test_grammar_with_a_draft_model_cuts_or_rejects_forbidden_drafts(qwen_path, 
 
 
 ANSWERS = 'root ::= " " ("yes" | "no" | "maybe") "."'
-QA_PROMPT = ("Q: Is the sky blue? A: yes.\nQ: Is fire cold? A: no.\nQ: Will it rain tomorrow? "
-             "A: maybe.\nQ: Is ice cold? A: yes.\nQ: Can fish fly? A: no.\nQ: Is the sea deep? A:")
+QA_PROMPT = (
+    "Q: Is the sky blue? A: yes.\nQ: Is fire cold? A: no.\nQ: Will it rain tomorrow? "
+    "A: maybe.\nQ: Is ice cold? A: yes.\nQ: Can fish fly? A: no.\nQ: Is the sea deep? A:"
+)
 
 
 def _exact_outputs(llm, prompt_tokens, grammar: str, params) -> dict:
@@ -414,8 +473,16 @@ def test_sampled_speculative_outputs_follow_the_exact_constrained_distribution(g
     texts = list(exact)
     got = []
     for seed in range(300):
-        out = spec.create_completion(QA_PROMPT, max_tokens=10, temperature=1.5, top_k=40,
-                                     top_p=1.0, min_p=0.001, seed=seed, grammar=grammar)
+        out = spec.create_completion(
+            QA_PROMPT,
+            max_tokens=10,
+            temperature=1.5,
+            top_k=40,
+            top_p=1.0,
+            min_p=0.001,
+            seed=seed,
+            grammar=grammar,
+        )
         text = out["choices"][0]["text"]
         assert text in exact, f"{text!r} is not an output the grammar and chain allow"
         got.append(texts.index(text))

@@ -8,11 +8,13 @@ exact, tests/test_exactness.py); and the draws pass a chi-square test against th
 distribution, which a planted bug fails. Then the sampler attached to a real llama.cpp
 context, and whole generations, give the host path's tokens.
 """
+
 import logging
 
 import llama_cpp
 import numpy as np
 import pytest
+from reference import chisquare_pvalue
 
 import pyspec
 from pyspec._native.abi import Status
@@ -20,15 +22,20 @@ from pyspec._native.ffi import ffi
 from pyspec.errors import InvalidRequestError, LogitsError, PyspecError
 from pyspec.llama import SpeculativeLlama, enable_speculation
 from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.graph.sampling import GraphSampler, graph_library, point_mass_result, sample_in_ggml
-from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION
 from pyspec.llama.graph.build import GraphSamplerUnavailable, build_graph_library
+from pyspec.llama.graph.sampling import (
+    GraphSampler,
+    graph_library,
+    point_mass_result,
+    sample_in_ggml,
+)
 from pyspec.params import SamplingParams
-from reference import chisquare_pvalue
+from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION
 
 pytestmark = pytest.mark.skipif(
     llama_cpp.__version__ != LLAMA_CPP_PYTHON_VERSION,
-    reason=f"the in-graph sampler is built for llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}")
+    reason=f"the in-graph sampler is built for llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}",
+)
 
 # (name, params, draws per row): top-k off walks the whole vocabulary; top-p with top-k off
 # also sorts it (about 0.1 s a draw at 262144 on 2 cores), so it gets fewer draws.
@@ -81,9 +88,14 @@ def test_ggml_draws_match_the_host_and_follow_the_distribution(model_rows, name,
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("penalties", [dict(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.3),
-                                       dict(repeat_penalty=0.7, penalty_last_n=8)],
-                         ids=["repeat-freq-presence", "repeat-below-1-short-window"])
+@pytest.mark.parametrize(
+    "penalties",
+    [
+        dict(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.3),
+        dict(repeat_penalty=0.7, penalty_last_n=8),
+    ],
+    ids=["repeat-freq-presence", "repeat-below-1-short-window"],
+)
 def test_ggml_penalised_draws_match_the_host(model_rows, penalties):
     """Penalties in the graph: the window's distinct tokens are gathered, penalised with
     rules.h's arithmetic and written back. The history repeats the row's best candidates,
@@ -92,14 +104,21 @@ def test_ggml_penalised_draws_match_the_host(model_rows, penalties):
     params = SamplingParams(seed=99, temperature=1.0, top_k=40, top_p=0.95, min_p=0.02, **penalties)
     row = _widest_row(rows, params)
     best = np.argsort(row)[::-1][:6]
-    history = np.array([best[0], best[1], best[0], 17, best[2], best[0], best[3], best[5]], np.int32)
+    history = np.array(
+        [best[0], best[1], best[0], 17, best[2], best[0], best[3], best[5]], np.int32
+    )
     positions = np.arange(1000)
     graph = sample_in_ggml(row, params, positions, n_threads=2, history=history)
-    host = np.array([pyspec.sample(row, params, position=int(p), penalty_history=history)
-                     for p in positions])
+    host = np.array(
+        [pyspec.sample(row, params, position=int(p), penalty_history=history) for p in positions]
+    )
     assert np.mean(graph != host) <= MAX_MISMATCH
-    unpenalised = sample_in_ggml(row, SamplingParams(seed=99, temperature=1.0, top_k=40, top_p=0.95,
-                                                     min_p=0.02), positions, n_threads=2)
+    unpenalised = sample_in_ggml(
+        row,
+        SamplingParams(seed=99, temperature=1.0, top_k=40, top_p=0.95, min_p=0.02),
+        positions,
+        n_threads=2,
+    )
     assert np.mean(unpenalised != host) > 0.05  # the penalties do change the draws here
     probs = pyspec.distribution(row, params, penalty_history=history).astype(np.float64)
     assert chisquare_pvalue(graph, probs / probs.sum()) > 1e-3
@@ -154,9 +173,13 @@ def test_bad_rows_and_params_raise_clear_errors():
     with pytest.raises(ValueError, match="one non-empty row"):
         sample_in_ggml(np.zeros((2, 64), np.float32), params, [0])
     with pytest.raises(PyspecError, match="fixed size"):  # penalty_last_n=-1: the whole history
-        sample_in_ggml(np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3, penalty_last_n=-1), [0])
+        sample_in_ggml(
+            np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3, penalty_last_n=-1), [0]
+        )
     with pytest.raises(PyspecError, match="history.*outside"):
-        sample_in_ggml(np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3), [0], history=[3, 64])
+        sample_in_ggml(
+            np.zeros(64, np.float32), SamplingParams(repeat_penalty=1.3), [0], history=[3, 64]
+        )
     with pytest.raises(PyspecError, match="negative"):
         sample_in_ggml(np.zeros(64, np.float32), params, [-1])
 
@@ -176,10 +199,12 @@ def test_point_mass_rule():
 
 # ---- inside a real llama.cpp decode ---------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def gemma_graph(gemma_path):
-    llm = SpeculativeLlama(gemma_path, n_ctx=512, n_threads=2, verbose=False, draft_max=8, seed=3,
-                           sampling="graph")
+    llm = SpeculativeLlama(
+        gemma_path, n_ctx=512, n_threads=2, verbose=False, draft_max=8, seed=3, sampling="graph"
+    )
     yield llm
     llm.close()
 
@@ -201,7 +226,10 @@ def _batch_rows(llm, tokens, sampler=None):
             return sampler.read(0, len(tokens))
         addr = decoder.decode(tokens, 0, len(tokens))
         import ctypes
-        flat = np.ctypeslib.as_array((ctypes.c_float * (len(tokens) * llm.n_vocab())).from_address(addr))
+
+        flat = np.ctypeslib.as_array(
+            (ctypes.c_float * (len(tokens) * llm.n_vocab())).from_address(addr)
+        )
         return flat.reshape(len(tokens), llm.n_vocab()).copy()
     finally:
         decoder.close()
@@ -218,8 +246,9 @@ def test_logprobs_sampler_arguments_are_checked(gemma_graph):
     try:
         err = ffi.new("pyspec_error *")
         out = ffi.new("float[]", 2)
-        status = graph_library().pyspec_graph_sampler_read_logprobs(sampler._handle, 0, 1, out,
-                                                                  ffi.NULL, ffi.NULL, err)
+        status = graph_library().pyspec_graph_sampler_read_logprobs(
+            sampler._handle, 0, 1, out, ffi.NULL, ffi.NULL, err
+        )
         assert status == Status.SHAPE and b"without logprobs" in ffi.string(err.message)
     finally:
         sampler.detach()
@@ -228,10 +257,15 @@ def test_logprobs_sampler_arguments_are_checked(gemma_graph):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("config", [dict(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0),
-                                    dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05),
-                                    dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)],
-                         ids=["greedy", "defaults", "raw"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0),
+        dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05),
+        dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    ],
+    ids=["greedy", "defaults", "raw"],
+)
 def test_rows_sampled_in_a_real_decode_equal_the_host_draws(gemma_graph, config):
     tokens = gemma_graph.tokenize(b"The quick brown fox jumps over the lazy dog, and then")[:9]
     rows = _batch_rows(gemma_graph, tokens)
@@ -259,12 +293,23 @@ def test_greedy_and_sampled_generations_equal_the_host_path(request, model):
     prompt = "Write a Python function that checks whether a number is prime, then explain it."
     texts = {}
     for sampling in ("host", "graph"):
-        llm = SpeculativeLlama(path, n_ctx=1024, n_threads=2, verbose=False, sampling=sampling,
-                               adaptive=False, draft_max=8)
+        llm = SpeculativeLlama(
+            path,
+            n_ctx=1024,
+            n_threads=2,
+            verbose=False,
+            sampling=sampling,
+            adaptive=False,
+            draft_max=8,
+        )
         try:
-            for key, kw in {"greedy": dict(temperature=0.0), "s1": dict(seed=1),
-                            "penalised": dict(seed=5, repeat_penalty=1.3, frequency_penalty=0.1,
-                                              presence_penalty=0.2)}.items():
+            for key, kw in {
+                "greedy": dict(temperature=0.0),
+                "s1": dict(seed=1),
+                "penalised": dict(
+                    seed=5, repeat_penalty=1.3, frequency_penalty=0.1, presence_penalty=0.2
+                ),
+            }.items():
                 out = llm.create_completion(prompt, max_tokens=48, **kw)
                 assert llm.speculation.last.sampling == sampling
                 texts[sampling, key] = out["choices"][0]["text"]
@@ -295,14 +340,23 @@ def _stop_never(ids, row):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("request_kw, reason", [
-    (dict(logprobs=2, echo=True), "logprobs with echo"),
-    (dict(logprobs=65), "more than 64 top logprobs"),
-    (dict(logits_processor=[lambda ids, row: row]), "logits processors"),
-    (dict(stopping_criteria=[_stop_never]), "stopping_criteria"),
-    (dict(grammar=llama_cpp.LlamaGrammar.from_string('root ::= "a"+', verbose=False)), "grammars"),
-], ids=["logprobs-echo", "logprobs-65", "processor", "stopping", "grammar"])
-def test_graph_mode_refuses_requests_that_read_rows_and_stays_usable(gemma_graph, request_kw, reason):
+@pytest.mark.parametrize(
+    "request_kw, reason",
+    [
+        (dict(logprobs=2, echo=True), "logprobs with echo"),
+        (dict(logprobs=65), "more than 64 top logprobs"),
+        (dict(logits_processor=[lambda ids, row: row]), "logits processors"),
+        (dict(stopping_criteria=[_stop_never]), "stopping_criteria"),
+        (
+            dict(grammar=llama_cpp.LlamaGrammar.from_string('root ::= "a"+', verbose=False)),
+            "grammars",
+        ),
+    ],
+    ids=["logprobs-echo", "logprobs-65", "processor", "stopping", "grammar"],
+)
+def test_graph_mode_refuses_requests_that_read_rows_and_stays_usable(
+    gemma_graph, request_kw, reason
+):
     with pytest.raises(InvalidRequestError, match=reason):
         gemma_graph.create_completion("Hello", max_tokens=4, **request_kw)
     gemma_graph.create_completion("Hello", max_tokens=4)
@@ -316,7 +370,9 @@ def test_llama_cpp_python_loop_works_after_a_graph_request(gemma_graph, caplog):
     gemma_graph.create_completion("Once upon a time", max_tokens=8)
     assert gemma_graph.speculation.last.sampling == "graph"
     with caplog.at_level(logging.WARNING, logger="pyspec"):
-        out = gemma_graph.create_completion("Once upon a time", max_tokens=8, mirostat_mode=2, seed=4)
+        out = gemma_graph.create_completion(
+            "Once upon a time", max_tokens=8, mirostat_mode=2, seed=4
+        )
     assert gemma_graph.speculation.last.fallback_reason
     assert out["usage"]["completion_tokens"] > 0
 

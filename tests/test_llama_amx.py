@@ -21,17 +21,20 @@ within: Qwen 1.5B 0.63 against 0.64, Qwen 0.5B 0.65 against 0.47, Gemma 270M 3.1
 Skipped (with the reason) on CPUs without AMX and where the installed build is not an AMX
 build with pyspec's fix.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pyspec.tools.install_llama import amx_capable, cached_wheel, cpu_flags, installed_amx_fix
 from pyspec.testing import build_probe
 from pyspec.testing.models import ensure_model
+from pyspec.tools.install_llama import amx_capable, cached_wheel, cpu_flags, installed_amx_fix
 
-TEXT = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n"
-        "    out, i, j = [], 0, 0\n    while i < len(a) and j < len(b):\n")
+TEXT = (
+    'def merge_sorted(a, b):\n    """Merge two sorted lists into one sorted list."""\n'
+    "    out, i, j = [], 0, 0\n    while i < len(a) and j < len(b):\n"
+)
 MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m")
 
 
@@ -42,11 +45,15 @@ def _installed_build_has_amx() -> bool:
 
 
 pytestmark = [
-    pytest.mark.skipif(not amx_capable(cpu_flags()), reason="this CPU reports no AMX "
-                       "(amx_tile and amx_int8): the AMX path cannot run here"),
-    pytest.mark.skipif(amx_capable(cpu_flags()) and not _installed_build_has_amx(),
-                       reason="the installed llama-cpp-python is not an AMX build "
-                              "(`pyspec install-llama` makes one on this CPU)"),
+    pytest.mark.skipif(
+        not amx_capable(cpu_flags()),
+        reason="this CPU reports no AMX (amx_tile and amx_int8): the AMX path cannot run here",
+    ),
+    pytest.mark.skipif(
+        amx_capable(cpu_flags()) and not _installed_build_has_amx(),
+        reason="the installed llama-cpp-python is not an AMX build "
+        "(`pyspec install-llama` makes one on this CPU)",
+    ),
 ]
 
 
@@ -55,8 +62,11 @@ def probed(tmp_path_factory):
     """model -> {"amx" | "generic" | "no-amx build": (single rows, batched rows)}."""
     assert installed_amx_fix() > 0, "an AMX build without pyspec's fix is running the tests"
     other = cached_wheel(amx=False)
-    other_dir = (build_probe.unpack_wheel(other, tmp_path_factory.mktemp("no-amx-build"))
-                 if other is not None else None)
+    other_dir = (
+        build_probe.unpack_wheel(other, tmp_path_factory.mktemp("no-amx-build"))
+        if other is not None
+        else None
+    )
     out = {}
     for name in MODELS:
         path = str(ensure_model(name))
@@ -66,8 +76,10 @@ def probed(tmp_path_factory):
         out[name] = {}
         for label, (extra, build_dir) in runs.items():
             target = tmp_path_factory.mktemp("rows") / f"{label.replace(' ', '-')}.npz"
-            info = build_probe.run(["rows", "--model", path, "--text", TEXT, "--out", target,
-                                    *extra], build_dir=build_dir)
+            info = build_probe.run(
+                ["rows", "--model", path, "--text", TEXT, "--out", target, *extra],
+                build_dir=build_dir,
+            )
             assert ("AMX_INT8 = 1" in info["system_info"]) == (label != "no-amx build"), info
             rows = np.load(target)
             out[name][label] = (rows["single"], rows["batched"])
@@ -88,13 +100,17 @@ def _within(runs: tuple) -> tuple:
 def _check_rows(rows, reference, bound: float, tie_bound: float, what: str) -> float:
     assert rows.shape == reference.shape and np.isfinite(rows).all(), what
     d = float(np.max(np.abs(rows - reference)))
-    assert d <= bound, (f"{what}: largest logit difference {d:.3f} is above the bound "
-                        f"{bound:.3f} ({MARGIN} x what this build's own batch shapes differ by)")
+    assert d <= bound, (
+        f"{what}: largest logit difference {d:.3f} is above the bound "
+        f"{bound:.3f} ({MARGIN} x what this build's own batch shapes differ by)"
+    )
     for r in np.nonzero(rows.argmax(1) != reference.argmax(1))[0]:
         a, b = int(reference[r].argmax()), int(rows[r].argmax())
         gap = float(reference[r, a] - reference[r, b])
-        assert gap <= tie_bound, (f"{what}, row {r}: greedy pick {b} instead of {a} at a gap "
-                                  f"of {gap:.3f} (near-tie bound {tie_bound:.3f})")
+        assert gap <= tie_bound, (
+            f"{what}, row {r}: greedy pick {b} instead of {a} at a gap "
+            f"of {gap:.3f} (near-tie bound {tie_bound:.3f})"
+        )
     return d
 
 
@@ -107,10 +123,12 @@ def test_amx_rows_agree_with_the_kernels_without_amx(probed, name):
         within = [max(a, b) for a, b in zip(_within(runs["amx"]), _within(runs[label]))]
         bound, tie_bound = MARGIN * within[0], MARGIN * within[1]
         single, batched = runs[label]
-        d1 = _check_rows(amx_single, single, bound, tie_bound, f"{name} one-token decodes, "
-                         f"AMX against {label}")
-        d2 = _check_rows(amx_batched, batched, bound, tie_bound, f"{name} batched, AMX "
-                         f"against {label}")
+        d1 = _check_rows(
+            amx_single, single, bound, tie_bound, f"{name} one-token decodes, AMX against {label}"
+        )
+        d2 = _check_rows(
+            amx_batched, batched, bound, tie_bound, f"{name} batched, AMX against {label}"
+        )
         report.append(f"{label}: one-token {d1:.3f}, batched {d2:.3f} (within {within[0]:.3f})")
         # The comparison can fail: a row shifted by a planted error of the bound's size does.
         planted = amx_batched.copy()
@@ -123,8 +141,10 @@ def test_amx_rows_agree_with_the_kernels_without_amx(probed, name):
 
 def test_the_no_amx_build_is_compared_where_ci_builds_it(probed):
     if "no-amx build" not in probed[MODELS[0]]:
-        pytest.skip("the non-AMX build is not in pyspec's build cache (`python3 -m pyspec "
-                    "install-llama --no-amx --build-only` makes it; .ci/run does on AMX CPUs)")
+        pytest.skip(
+            "the non-AMX build is not in pyspec's build cache (`python3 -m pyspec "
+            "install-llama --no-amx --build-only` makes it; .ci/run does on AMX CPUs)"
+        )
     assert all("no-amx build" in runs for runs in probed.values())
 
 

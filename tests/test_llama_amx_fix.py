@@ -2,14 +2,22 @@
 the replacement function compiled with the AMX flags (any x86 host) and, on a CPU with
 AMX, run: the tile configuration the CPU holds afterwards, read back with
 ``_tile_storeconfig``, must be the one ggml's kernels expect, in every thread."""
+
 import platform
 import shutil
 import subprocess
 
 import pytest
 
-from pyspec.llama.runtime.amx_fix import (FIX_VERSION, MARKER, AmxFixError, apply_to_tree, fix_version_in,
-                                  patch_source, replacement)
+from pyspec.llama.runtime.amx_fix import (
+    FIX_VERSION,
+    MARKER,
+    AmxFixError,
+    apply_to_tree,
+    fix_version_in,
+    patch_source,
+    replacement,
+)
 from pyspec.tools.install_llama import cpu_flags
 
 # The shape of the function the fix replaces, written here from its description (a stack
@@ -70,8 +78,9 @@ int main() {
 }
 """
 
-x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
-                              reason="AMX is x86-only")
+x86_only = pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"), reason="AMX is x86-only"
+)
 
 
 def test_the_function_is_replaced_once_and_the_rest_kept():
@@ -117,9 +126,21 @@ def test_the_replacement_compiles_and_configures_the_tiles(tmp_path):
     source.write_text(HARNESS.replace("@FUNCTION@", replacement()))
     exe = tmp_path / "amx_config"
     for level in ("-O0", "-O2", "-O3"):  # the stores were dropped by the optimiser
-        build = subprocess.run([compiler, "-std=c++17", level, "-mamx-tile", "-mamx-int8",
-                                "-pthread", str(source), "-o", str(exe)],
-                               capture_output=True, text=True)
+        build = subprocess.run(
+            [
+                compiler,
+                "-std=c++17",
+                level,
+                "-mamx-tile",
+                "-mamx-int8",
+                "-pthread",
+                str(source),
+                "-o",
+                str(exe),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert build.returncode == 0, build.stderr
         # The marker the guard and doctor look for survives the optimiser and the linker.
         assert fix_version_in(exe) == FIX_VERSION, level

@@ -1,24 +1,42 @@
 """The llama-cpp-python build pyspec installs (no AMX path, this CPU's SIMD levels), the
 guard against a build that would crash, and ``pyspec doctor``."""
+
 import os
 import subprocess
 import sys
 
 import pytest
 
-from pyspec.tools.install_llama import (AMX_FIX_VERSION, AMX_OPTIONS, LlamaBuildError, amx_enabled,
-                                cpu_flags, default_amx, derived_cmake_args, installed_amx_fix,
-                                plan_cmake_args, wheel_key)
-from pyspec.llama.runtime.guard import (UnsafeLlamaBuildError, amx_crash_reason, build_features,
-                                check_llama_build)
+from pyspec.llama.runtime.guard import (
+    UnsafeLlamaBuildError,
+    amx_crash_reason,
+    build_features,
+    check_llama_build,
+)
+from pyspec.tools.install_llama import (
+    AMX_FIX_VERSION,
+    AMX_OPTIONS,
+    LlamaBuildError,
+    amx_enabled,
+    cpu_flags,
+    default_amx,
+    derived_cmake_args,
+    installed_amx_fix,
+    plan_cmake_args,
+    wheel_key,
+)
 
-SAPPHIRE_RAPIDS = frozenset("sse4_2 avx avx2 bmi2 fma f16c avx_vnni avx512f avx512cd avx512vl "
-                            "avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile "
-                            "amx_int8 amx_bf16".split())
+SAPPHIRE_RAPIDS = frozenset(
+    "sse4_2 avx avx2 bmi2 fma f16c avx_vnni avx512f avx512cd avx512vl "
+    "avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile "
+    "amx_int8 amx_bf16".split()
+)
 ZEN3 = frozenset("sse4_2 avx avx2 bmi2 fma f16c".split())
 OLD_X86 = frozenset("sse4_2 avx".split())
-AMX_INFO = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | "
-            "OPENMP = 1 | REPACK = 1 | ")
+AMX_INFO = (
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | "
+    "OPENMP = 1 | REPACK = 1 | "
+)
 
 
 def _defines(args):
@@ -59,9 +77,11 @@ def test_user_cmake_args_are_appended_and_dangerous_ones_refused():
             plan_cmake_args(bad, ZEN3, "x86_64")
     # The wheel's cache key changes with the flags: a wheel built with others is never reused.
     assert wheel_key(plan_cmake_args("", ZEN3, "x86_64")) != wheel_key(
-        plan_cmake_args("-DGGML_CUDA=on", ZEN3, "x86_64"))
+        plan_cmake_args("-DGGML_CUDA=on", ZEN3, "x86_64")
+    )
     assert wheel_key(plan_cmake_args("", ZEN3, "x86_64")) != wheel_key(
-        plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64"))
+        plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64")
+    )
 
 
 def test_an_amx_build_is_asked_for_explicitly_and_keyed_apart():
@@ -142,9 +162,14 @@ def test_the_guard_refuses_before_the_model_loads(monkeypatch, tmp_path):
 
 
 def _pyspec(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pyspec", *args], capture_output=True,
-                          text=True, timeout=300, cwd=os.path.expanduser("~"),
-                          env=dict(os.environ, **(env or {})))
+    return subprocess.run(
+        [sys.executable, "-m", "pyspec", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.expanduser("~"),
+        env=dict(os.environ, **(env or {})),
+    )
 
 
 def test_install_llama_dry_run_prints_the_plan():
@@ -154,13 +179,17 @@ def test_install_llama_dry_run_prints_the_plan():
     assert out.returncode == 0, out.stderr
     assert f"-DGGML_AMX_INT8={'ON' if has_amx else 'OFF'}" in out.stderr and "wheel:" in out.stderr
     assert (fix_line in out.stderr) == has_amx
-    assert ("AMX: on (this CPU reports amx_tile and amx_int8" if has_amx
-            else "AMX: off (this CPU reports no AMX)") in out.stderr
+    assert (
+        "AMX: on (this CPU reports amx_tile and amx_int8"
+        if has_amx
+        else "AMX: off (this CPU reports no AMX)"
+    ) in out.stderr
     no_amx = _pyspec("install-llama", "--dry-run", "--no-amx")
     assert no_amx.returncode == 0 and "-DGGML_AMX_INT8=OFF" in no_amx.stderr
     assert fix_line not in no_amx.stderr and "AMX: off (as asked)" in no_amx.stderr
-    refused = _pyspec("install-llama", "--dry-run", "--no-amx",
-                      env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"})
+    refused = _pyspec(
+        "install-llama", "--dry-run", "--no-amx", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"}
+    )
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
     both = _pyspec("install-llama", "--amx", "--no-amx")
     assert both.returncode == 2 and "not allowed with" in both.stderr

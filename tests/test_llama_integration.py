@@ -1,33 +1,41 @@
 """SpeculativeLlama on real GGUF models: same outputs as plain llama-cpp-python, exact
 distributions, consistent KV bookkeeping, clear errors."""
+
 import ctypes
 import json
 import logging
 
+import llama_cpp
 import numpy as np
 import pytest
-
-import llama_cpp
-import pyspec
-from pyspec.llama import (DraftModel, PromptLookup, SpeculativeLlama, VocabularyMismatchError,
-                          enable_speculation)
-from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap, one_token_row
 from reference import chisquare_pvalue, reference_distribution
+
+import pyspec
+from pyspec.llama import (
+    DraftModel,
+    PromptLookup,
+    SpeculativeLlama,
+    VocabularyMismatchError,
+    enable_speculation,
+)
+from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
 pytestmark = pytest.mark.model
 
-CODE = '''def compute_total(items):
+CODE = """def compute_total(items):
     total_price = 0
     for item in items:
         total_price += item.price * item.quantity
     if total_price > 100:
         total_price = total_price * 0.9
     return total_price
-'''
-EDIT_PROMPT = ("<|im_start|>user\nRename the variable total_price to grand_total in this code "
-               f"and output the full code only:\n```python\n{CODE}```<|im_end|>\n"
-               "<|im_start|>assistant\n")
+"""
+EDIT_PROMPT = (
+    "<|im_start|>user\nRename the variable total_price to grand_total in this code "
+    f"and output the full code only:\n```python\n{CODE}```<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
 OPEN_PROMPT = "<|im_start|>user\nWrite a haiku about rivers.<|im_end|>\n<|im_start|>assistant\n"
 KW = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
 
@@ -67,7 +75,8 @@ def _tokens(llm, prompt, max_tokens, prefix=(), **kw):
     for tok in llm.generate(prompt_tokens, **kw):
         out.append(tok)
         if len(out) == max_tokens or llama_cpp.llama_vocab_is_eog(
-                llama_cpp.llama_model_get_vocab(llm.model), tok):
+            llama_cpp.llama_model_get_vocab(llm.model), tok
+        ):
             break
     return out
 
@@ -78,10 +87,14 @@ def _assert_same_or_near_tie(plain, spec, prompt, bound, n=96, **kw):
     divergence both runs are forced onto plain's prefix and compared again)."""
     greedy = dict(temp=0.0, **kw)
     prompt_tokens = plain.tokenize(prompt.encode(), special=True)
-    compare_greedy(lambda prefix: _tokens(plain, prompt, n - len(prefix), prefix, **greedy),
-                   lambda prefix: _tokens(spec, prompt, n - len(prefix), prefix, **greedy),
-                   lambda prefix, a, b: one_token_gap(plain, prompt_tokens, prefix, a, b),
-                   bound, n, what="greedy outputs")
+    compare_greedy(
+        lambda prefix: _tokens(plain, prompt, n - len(prefix), prefix, **greedy),
+        lambda prefix: _tokens(spec, prompt, n - len(prefix), prefix, **greedy),
+        lambda prefix, a, b: one_token_gap(plain, prompt_tokens, prefix, a, b),
+        bound,
+        n,
+        what="greedy outputs",
+    )
 
 
 def _assert_texts_same_or_near_tie(plain, prompt, reference, other, bound):
@@ -109,9 +122,11 @@ def _chat_prompt(llm, messages) -> str:
 
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     token = lambda t: llm._model.token_get_text(t) if t >= 0 else ""  # noqa: E731
-    formatter = Jinja2ChatFormatter(llm.metadata["tokenizer.chat_template"],
-                                    eos_token=token(llama_cpp.llama_vocab_eos(vocab)),
-                                    bos_token=token(llama_cpp.llama_vocab_bos(vocab)))
+    formatter = Jinja2ChatFormatter(
+        llm.metadata["tokenizer.chat_template"],
+        eos_token=token(llama_cpp.llama_vocab_eos(vocab)),
+        bos_token=token(llama_cpp.llama_vocab_bos(vocab)),
+    )
     return formatter(messages=messages).prompt
 
 
@@ -121,8 +136,10 @@ def test_completion_chat_streaming_and_stop_strings_match_plain(plain, spec_look
     b = spec_lookup.create_completion(EDIT_PROMPT, **req)["choices"][0]["text"]
     _assert_texts_same_or_near_tie(plain, EDIT_PROMPT, a, b, qwen_ties)
     # the same object, the same fixed draft length: the same batches, the same text
-    streamed = "".join(c["choices"][0]["text"]
-                       for c in spec_lookup.create_completion(EDIT_PROMPT, stream=True, **req))
+    streamed = "".join(
+        c["choices"][0]["text"]
+        for c in spec_lookup.create_completion(EDIT_PROMPT, stream=True, **req)
+    )
     assert streamed == b
     stop_b = spec_lookup.create_completion(EDIT_PROMPT, stop=["for item"], **req)
     assert "for item" in b and stop_b["choices"][0]["text"] == b[: b.index("for item")]
@@ -130,9 +147,13 @@ def test_completion_chat_streaming_and_stop_strings_match_plain(plain, spec_look
     msgs = [{"role": "user", "content": "Say hello in French, one word."}]
     chat_a = plain.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
     chat_b = spec_lookup.create_chat_completion(msgs, max_tokens=16, temperature=0.0)
-    _assert_texts_same_or_near_tie(plain, _chat_prompt(plain, msgs),
-                                   chat_a["choices"][0]["message"]["content"],
-                                   chat_b["choices"][0]["message"]["content"], qwen_ties)
+    _assert_texts_same_or_near_tie(
+        plain,
+        _chat_prompt(plain, msgs),
+        chat_a["choices"][0]["message"]["content"],
+        chat_b["choices"][0]["message"]["content"],
+        qwen_ties,
+    )
 
 
 def test_max_tokens_and_seeded_sampling_are_reproducible(qwen_path):
@@ -176,8 +197,9 @@ def test_a_fresh_prompt_costs_one_decode_and_gives_plain_logits_bit_for_bit(qwen
     assert batches == [len(prompt)]
     plain.reset()
     plain.eval(prompt)
-    expected = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(plain.ctx, -1),
-                                     shape=(plain.n_vocab(),))
+    expected = np.ctypeslib.as_array(
+        llama_cpp.llama_get_logits_ith(plain.ctx, -1), shape=(plain.n_vocab(),)
+    )
     assert np.array_equal(rows[0], expected)
     batches.clear()
     list(llm.generate(prompt, temp=0.0, stopping_criteria=first_row))
@@ -195,8 +217,10 @@ def test_bookkeeping_after_many_rejections(qwen_path, batch_noise):
     # A drafter that proposes the last four tokens again: mostly wrong, sometimes right.
     llm = SpeculativeLlama(qwen_path, draft=lambda ids: ids[-4:], draft_max=4, adaptive=False, **KW)
     try:
-        story = ("<|im_start|>user\nWrite a long story about a lighthouse keeper.<|im_end|>\n"
-                 "<|im_start|>assistant\n")
+        story = (
+            "<|im_start|>user\nWrite a long story about a lighthouse keeper.<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
         prompt = llm.tokenize(story.encode(), special=True)
         # (the constructor's seed=0 means "random" in llama-cpp-python). A seed whose story
         # runs the full 200 tokens: with the draws of csrc/draw.h, seed 7 has the model
@@ -218,8 +242,10 @@ def test_bookkeeping_after_many_rejections(qwen_path, batch_noise):
         # noise each, so by at most twice it from each other (with the rule's margin).
         noise = batch_noise(qwen_path)
         assert np.max(np.abs(row_spec - row_fresh)) < noise.row_bound, noise.describe()
-        assert int(np.argmax(row_spec)) == int(np.argmax(row_fresh)) or \
-            abs(row_fresh[np.argmax(row_spec)] - row_fresh.max()) < noise.tie_bound
+        assert (
+            int(np.argmax(row_spec)) == int(np.argmax(row_fresh))
+            or abs(row_fresh[np.argmax(row_spec)] - row_fresh.max()) < noise.tie_bound
+        )
         fresh.close()
     finally:
         llm.close()
@@ -228,8 +254,13 @@ def test_bookkeeping_after_many_rejections(qwen_path, batch_noise):
 def test_llama_cpp_python_draft_model_works_unchanged(qwen_path, plain, qwen_ties):
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    llm = SpeculativeLlama(qwen_path, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=4),
-                           draft_max=4, adaptive=False, **KW)
+    llm = SpeculativeLlama(
+        qwen_path,
+        draft_model=LlamaPromptLookupDecoding(num_pred_tokens=4),
+        draft_max=4,
+        adaptive=False,
+        **KW,
+    )
     a = plain.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)["choices"][0]["text"]
     b = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)["choices"][0]["text"]
     _assert_texts_same_or_near_tie(plain, EDIT_PROMPT, a, b, qwen_ties)
@@ -241,8 +272,9 @@ def test_llama_cpp_python_draft_model_works_unchanged(qwen_path, plain, qwen_tie
 def test_positions_stay_consistent_over_a_thousand_rounds(gemma_path):
     """Gemma 270M (fast) for 1000 tokens with a drafter that is mostly wrong: every round
     rolls KV cells back. The cache must still equal a fresh evaluation at the end."""
-    llm = SpeculativeLlama(gemma_path, draft=lambda ids: ids[-3:], draft_max=3, adaptive=False,
-                           **dict(KW, n_ctx=1536))
+    llm = SpeculativeLlama(
+        gemma_path, draft=lambda ids: ids[-3:], draft_max=3, adaptive=False, **dict(KW, n_ctx=1536)
+    )
     try:
         llm.set_seed(11)
         prompt_text = "Once upon a time, in a quiet village by the sea,"
@@ -265,9 +297,13 @@ def test_positions_stay_consistent_over_a_thousand_rounds(gemma_path):
         # a fresh evaluation of m tokens: no rejected cell left behind, none missing), at
         # positions 0 ... m - 1.
         mem = llama_cpp.llama_get_memory(llm.ctx)
-        assert (llama_cpp.llama_memory_seq_pos_min(mem, 0), llama_cpp.llama_memory_seq_pos_max(mem, 0)) == (0, m - 1)
-        assert (llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
-                == llama_cpp.llama_state_seq_get_size(fresh.ctx, 0))
+        assert (
+            llama_cpp.llama_memory_seq_pos_min(mem, 0),
+            llama_cpp.llama_memory_seq_pos_max(mem, 0),
+        ) == (0, m - 1)
+        assert llama_cpp.llama_state_seq_get_size(llm.ctx, 0) == llama_cpp.llama_state_seq_get_size(
+            fresh.ctx, 0
+        )
         row_fresh = np.ctypeslib.as_array(fresh._ctx.get_logits_ith(-1), shape=(fresh.n_vocab(),))
         if addr:
             row_spec = np.ctypeslib.as_array((ctypes.c_float * llm.n_vocab()).from_address(addr))
@@ -312,7 +348,9 @@ def test_draft_model_sampling_keeps_the_target_distribution(qwen_path, draft_pat
         row = np.ctypeslib.as_array((ctypes.c_float * ref.n_vocab()).from_address(addr)).copy()
         decoder.close()
         ref.close()
-        p = reference_distribution(row, pyspec.SamplingParams(temperature=1.0, top_k=20, top_p=1.0, min_p=0.0))
+        p = reference_distribution(
+            row, pyspec.SamplingParams(temperature=1.0, top_k=20, top_p=1.0, min_p=0.0)
+        )
         # Batched logits differ slightly between batch shapes: allow a small total-variation
         # slack by testing with chi-square on the pooled bins at a strict alpha.
         assert chisquare_pvalue(group, p) > 1e-4
@@ -332,8 +370,9 @@ def test_switching_an_existing_llama(qwen_path, plain, qwen_ties):
 
 def test_unsupported_features_fall_back_and_say_so(spec_lookup, caplog):
     with caplog.at_level(logging.WARNING, logger="pyspec"):
-        out = spec_lookup.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.7,
-                                            typical_p=0.9)
+        out = spec_lookup.create_completion(
+            OPEN_PROMPT, max_tokens=8, temperature=0.7, typical_p=0.9
+        )
     assert out["usage"]["completion_tokens"] > 0
     assert spec_lookup.speculation.last.fallback_reason == "typical-p sampling"
     assert any("typical-p" in r.message for r in caplog.records)
@@ -348,12 +387,15 @@ def test_repetition_penalties_are_verified_not_dropped(plain, spec_lookup, qwen_
 
 def test_incompatible_draft_vocabulary_is_refused(qwen_path, gemma_path):
     # Named in words a user knows: Qwen's byte-level BPE against Gemma's SentencePiece.
-    with pytest.raises(VocabularyMismatchError,
-                       match=r"vocabulary type: target BPE \(2\), draft SPM \(1\)"):
+    with pytest.raises(
+        VocabularyMismatchError, match=r"vocabulary type: target BPE \(2\), draft SPM \(1\)"
+    ):
         SpeculativeLlama(qwen_path, draft=gemma_path, **KW)
 
 
-@pytest.mark.parametrize("kwargs", [dict(draft_max=-1), dict(draft_max=1000), dict(draft_min=5, draft_max=2)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(draft_max=-1), dict(draft_max=1000), dict(draft_min=5, draft_max=2)]
+)
 def test_draft_length_out_of_range(qwen_path, kwargs):
     with pytest.raises(ValueError, match="draft_m"):
         SpeculativeLlama(qwen_path, draft="lookup", **kwargs, **KW)
@@ -366,18 +408,22 @@ def test_use_after_close_raises_instead_of_crashing(gemma_path):
     llm.create_completion("def f(x):", max_tokens=4, temperature=0.0)
     llm.close()
     llm.close()  # twice is fine
-    for use in (lambda: llm.create_completion("def f(x):", max_tokens=4),
-                lambda: llm("def f(x):", max_tokens=4),
-                lambda: llm.create_chat_completion([{"role": "user", "content": "hi"}]),
-                lambda: list(llm.generate([1, 2, 3])),
-                lambda: llm.tokenize(b"hello"),
-                lambda: llm.n_vocab()):
+    for use in (
+        lambda: llm.create_completion("def f(x):", max_tokens=4),
+        lambda: llm("def f(x):", max_tokens=4),
+        lambda: llm.create_chat_completion([{"role": "user", "content": "hi"}]),
+        lambda: list(llm.generate([1, 2, 3])),
+        lambda: llm.tokenize(b"hello"),
+        lambda: llm.n_vocab(),
+    ):
         with pytest.raises(ClosedError, match="was closed"):
             use()
 
 
-@pytest.mark.parametrize("threads", [dict(n_threads=1024), dict(n_threads_batch=4096),
-                                     dict(n_threads=0), dict(n_threads="2")])
+@pytest.mark.parametrize(
+    "threads",
+    [dict(n_threads=1024), dict(n_threads_batch=4096), dict(n_threads=0), dict(n_threads="2")],
+)
 def test_thread_counts_above_the_cores_are_refused(gemma_path, threads):
     kw = dict(KW)
     kw.pop("n_threads")
@@ -386,8 +432,9 @@ def test_thread_counts_above_the_cores_are_refused(gemma_path, threads):
 
 
 def test_a_drafter_returning_garbage_ids_gets_a_clear_error(qwen_path):
-    llm = SpeculativeLlama(qwen_path, draft=lambda ids: np.array([5, 10**9, 3]), draft_max=3,
-                           adaptive=False, **KW)
+    llm = SpeculativeLlama(
+        qwen_path, draft=lambda ids: np.array([5, 10**9, 3]), draft_max=3, adaptive=False, **KW
+    )
     try:
         with pytest.raises(ValueError, match="outside the target's vocabulary"):
             llm.create_completion(OPEN_PROMPT, max_tokens=8, temperature=0.0)
@@ -402,8 +449,12 @@ def test_a_drafter_returning_garbage_ids_gets_a_clear_error(qwen_path):
 def test_review_regressions(qwen_path, draft_path, plain, qwen_ties):
     # seed -1 (llama.cpp's "random seed") gives fresh draws on every call
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
-    texts = {llm.create_completion(OPEN_PROMPT, max_tokens=12, temperature=1.5, seed=-1)["choices"][0]["text"]
-             for _ in range(4)}
+    texts = {
+        llm.create_completion(OPEN_PROMPT, max_tokens=12, temperature=1.5, seed=-1)["choices"][0][
+            "text"
+        ]
+        for _ in range(4)
+    }
     assert len(texts) > 1
     llm.close()
     # a batch above n_batch would abort inside llama.cpp: refused up front
@@ -441,12 +492,16 @@ def test_seeded_sampling_with_a_draft_model_is_reproducible(qwen_path, draft_pat
     assert texts[3] != texts[0]
 
 
-@pytest.mark.parametrize("request_kw, reason", [
-    (dict(mirostat_mode=2), "mirostat (mode 2)"),
-    (dict(typical_p=0.9), "typical-p sampling"),
-])
-def test_each_unsupported_feature_falls_back_and_is_reported_once(qwen_path, caplog, request_kw,
-                                                                   reason):
+@pytest.mark.parametrize(
+    "request_kw, reason",
+    [
+        (dict(mirostat_mode=2), "mirostat (mode 2)"),
+        (dict(typical_p=0.9), "typical-p sampling"),
+    ],
+)
+def test_each_unsupported_feature_falls_back_and_is_reported_once(
+    qwen_path, caplog, request_kw, reason
+):
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     kw = dict(request_kw)
     with caplog.at_level(logging.WARNING, logger="pyspec"):
@@ -490,8 +545,9 @@ def test_draft_model_evaluates_only_new_tokens_and_stops_below_p_min(qwen_path, 
     drafter.close()
 
 
-def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tmp_path,
-                                                                 monkeypatch, caplog):
+def test_costs_are_learned_from_the_rounds_and_their_shape_cached(
+    gemma_path, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
     monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
     batches = []
@@ -530,8 +586,9 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
         assert json.loads(path.read_text())["ratios"] == {str(n): r for n, r in shape.items()}
     # A later process starts from a cached shape (here Gemma's, as recorded on 2 cores) ...
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"format": 2, "ratios": {"2": 2.03, "5": 4.12, "9": 4.76,
-                                                        "17": 6.05}}))
+    path.write_text(
+        json.dumps({"format": 2, "ratios": {"2": 2.03, "5": 4.12, "9": 4.76, "17": 6.05}})
+    )
     stats, source, shape, _ = request()
     assert source.startswith("cache")
     # ... but never from the issue's nonsense file (a 9-batch at 58x one token).
@@ -550,10 +607,10 @@ def test_costs_are_learned_from_the_rounds_and_their_shape_cached(gemma_path, tm
     assert not list((tmp_path / "costs").glob("*.json"))
 
 
-REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
-          "Pack my box with five dozen liquor jugs. ") * 3
-
-
+REPEAT = (
+    "The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
+    "Pack my box with five dozen liquor jugs. "
+) * 3
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -598,25 +655,33 @@ def test_logprobs_are_answered_while_speculating(gemma_path, stream, batch_noise
     n = len(lp_s["token_logprobs"])
     assert n >= 12 and len(rows) >= n
     # exact: greedy emits each row's argmax; its logprob and the top 3 are that row's
-    np.testing.assert_allclose(lp_s["token_logprobs"], [r.max() for r in rows[:n]], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        lp_s["token_logprobs"], [r.max() for r in rows[:n]], rtol=0, atol=1e-6
+    )
     for top, row in zip(lp_s["top_logprobs"], rows):
-        np.testing.assert_allclose(sorted(top.values(), reverse=True), np.sort(row)[::-1][:3],
-                                   rtol=0, atol=1e-6)
+        np.testing.assert_allclose(
+            sorted(top.values(), reverse=True), np.sort(row)[::-1][:3], rtol=0, atol=1e-6
+        )
     # against plain llama-cpp-python: same tokens up to a near-tie (this build's bound); the
     # first row is the same computation (a stream's logprobs are llama-cpp-python's own
     # arithmetic on it; a whole completion's are pyspec's, whose normaliser rounds
     # differently: tests/test_completion_logprobs.py), later ones differ by batch noise only
     noise = batch_noise(gemma_path)
-    tie = compare_texts(plain, plain.tokenize(REPEAT.encode(), special=True), text_p, text_s,
-                        noise.tie_bound)
+    tie = compare_texts(
+        plain, plain.tokenize(REPEAT.encode(), special=True), text_p, text_s, noise.tie_bound
+    )
     same = len(lp_p["tokens"]) if tie is None else tie.position
     assert same >= 1 and lp_s["tokens"][:same] == lp_p["tokens"][:same]
     if stream:
         assert lp_s["token_logprobs"][0] == lp_p["token_logprobs"][0]
     else:
         assert lp_s["token_logprobs"][0] == pytest.approx(lp_p["token_logprobs"][0], abs=1e-6)
-    np.testing.assert_allclose(lp_s["token_logprobs"][:same], lp_p["token_logprobs"][:same],
-                               atol=noise.logprob_bound, err_msg=noise.describe())
+    np.testing.assert_allclose(
+        lp_s["token_logprobs"][:same],
+        lp_p["token_logprobs"][:same],
+        atol=noise.logprob_bound,
+        err_msg=noise.describe(),
+    )
     assert not spec._logits_all and spec.speculation.rows_for_request is None
     if not stream:  # echo: the prompt's own logprobs, from rows kept during its evaluation
         short = "The quick brown fox jumps over the lazy dog. The quick"
@@ -664,14 +729,16 @@ def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
     assert all(r.target_seconds > 0 and r.round_seconds >= r.target_seconds for r in seen)
 
 
-def test_combined_drafters_keep_plain_greedy_text_and_both_draft(plain, qwen_path, draft_path,
-                                                                 qwen_ties):
+def test_combined_drafters_keep_plain_greedy_text_and_both_draft(
+    plain, qwen_path, draft_path, qwen_ties
+):
     # Fixed lengths, so both drafters run for certain: lookup where it has a draft (the code
     # it copies), the draft model where it has none (the prose around it).
     # (A lookup that drafts only from 3-token matches: with 1-token ones it has a draft nearly
     # every round, and a fixed length would never leave a round to the draft model.)
-    llm = SpeculativeLlama(qwen_path, draft=[PromptLookup(min_ngram=3), draft_path], draft_max=4,
-                           adaptive=False, **KW)
+    llm = SpeculativeLlama(
+        qwen_path, draft=[PromptLookup(min_ngram=3), draft_path], draft_max=4, adaptive=False, **KW
+    )
     try:
         assert llm.speculation.drafter.name == "lookup+draft-model"
         _assert_same_or_near_tie(plain, llm, EDIT_PROMPT, qwen_ties, n=64)

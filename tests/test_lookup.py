@@ -1,6 +1,7 @@
 """The prompt-lookup drafter's mechanics on token sequences: n-gram lookup, the copy cursor,
 and edits learned as substitutions. (Its effect on real generation is measured in
 benchmarks/bench_generation.py; its exactness does not depend on it: drafts are point masses.)"""
+
 import pytest
 
 from pyspec.llama.drafting.lookup import PromptLookup
@@ -64,8 +65,10 @@ def test_a_rewritten_context_starts_over():
     assert lookup.draft([7, 8, 9, 7], 2, None, 0).tokens == [8, 9]
 
 
-@pytest.mark.parametrize("kwargs", [dict(max_ngram=0), dict(min_ngram=3, max_ngram=2),
-                                    dict(resync_window=0), dict(max_edit=0)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(max_ngram=0), dict(min_ngram=3, max_ngram=2), dict(resync_window=0), dict(max_edit=0)],
+)
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         PromptLookup(**kwargs)
@@ -88,15 +91,21 @@ def test_under_a_grammar_the_candidate_it_allows_furthest_is_drafted():
 
     assert follower().draft(prompt + [10, 11, 12], 3, None, 0).tokens == [13, 14, 15]
     lookup = follower()
-    assert lookup.draft_constrained(prompt + [10, 11, 12], 3, None, 0,
-                                    allowed_run).tokens == [40, 41, 42]
+    assert lookup.draft_constrained(prompt + [10, 11, 12], 3, None, 0, allowed_run).tokens == [
+        40,
+        41,
+        42,
+    ]
     # The output then follows that candidate: the next draft continues it.
-    assert lookup.draft_constrained(prompt + [10, 11, 12, 40], 3, None, 0,
-                                    allowed_run).tokens == [41, 42, 6]
+    assert lookup.draft_constrained(prompt + [10, 11, 12, 40], 3, None, 0, allowed_run).tokens == [
+        41,
+        42,
+        6,
+    ]
     # A candidate allowed in part is cut where the grammar forbids it.
     forbidden.update({41})
-    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0,
-                                        allowed_run).tokens == [40]
+    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0, allowed_run).tokens == [
+        40
+    ]
     # Nothing allowed anywhere: no draft (the loop then decodes plainly).
-    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0,
-                                        lambda t: 0).tokens == []
+    assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0, lambda t: 0).tokens == []

@@ -1,6 +1,8 @@
-"""A costly drafter never costs more than 3% over plain decoding (pyspec/llama/drafting/loss_budget.py),
-on simulated machines where it loses and where it pays (no model needed: the controller is
-the one the loop uses, fed the Round records the loop feeds it)."""
+"""A costly drafter never costs more than 3% over plain decoding
+(pyspec/llama/drafting/loss_budget.py), on simulated machines where it loses and where it
+pays (no model needed: the controller is the one the loop uses, fed the Round records the
+loop feeds it)."""
+
 import numpy as np
 import pytest
 
@@ -9,8 +11,17 @@ from pyspec.llama.drafting.loss_budget import FRACTION, LossBudget
 from pyspec.llama.rounds import Round
 
 
-def simulate(batch_cost, draft_cost, acceptance, *, prompt=400, rounds=3000, fraction=FRACTION,
-             record=None, seed=0):
+def simulate(
+    batch_cost,
+    draft_cost,
+    acceptance,
+    *,
+    prompt=400,
+    rounds=3000,
+    fraction=FRACTION,
+    record=None,
+    seed=0,
+):
     """(plain-decoding time / actual time, the controller, decisions) for a generation
     on a machine where a plain round costs 1.0, a verify pass of n tokens batch_cost(n), a
     draft token draft_cost, and the draft model's catch-up on n tokens (one batch)
@@ -38,10 +49,20 @@ def simulate(batch_cost, draft_cost, acceptance, *, prompt=400, rounds=3000, fra
                 accepted += 1
             target = batch_cost(k + 1)
             seconds = catch + k * draft_cost + target
-            r = Round(offered=k, verified=k, accepted=accepted, emitted=accepted + 1,
-                      batch=k + 1, target_seconds=target, draft_seconds=catch + k * draft_cost,
-                      drafter_tokens=k, drafter_seconds=k * draft_cost,
-                      catch_up_tokens=behind, catch_up_seconds=catch, round_seconds=seconds)
+            r = Round(
+                offered=k,
+                verified=k,
+                accepted=accepted,
+                emitted=accepted + 1,
+                batch=k + 1,
+                target_seconds=target,
+                draft_seconds=catch + k * draft_cost,
+                drafter_tokens=k,
+                drafter_seconds=k * draft_cost,
+                catch_up_tokens=behind,
+                catch_up_seconds=catch,
+                round_seconds=seconds,
+            )
             behind = 1 if accepted < k else 2
         tokens += r.emitted
         spent += r.round_seconds
@@ -63,8 +84,7 @@ def test_a_drafter_that_loses_costs_at_most_the_budget():
 def test_a_drafter_that_pays_is_not_held_back(seed):
     # Cheap batches, a cheap draft, good drafts: the budget lets it start soon after the
     # prompt and the gains keep it going.
-    ratio, c, decisions = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, prompt=100,
-                                   seed=seed)
+    ratio, c, decisions = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, prompt=100, seed=seed)
     assert ratio > 2.0, c.describe()
     first = next(i for i, k in enumerate(decisions) if k)
     assert first < 150 and np.mean([k > 0 for k in decisions[first:]]) > 0.9, c.describe()
@@ -86,8 +106,7 @@ def test_an_unaffordable_first_probe_waits_and_says_why():
 def test_credit_from_an_earlier_process_lets_a_drafter_that_paid_start_at_once():
     fresh_ratio, _, fresh = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, rounds=300)
     record = {"balance": 5.0, "draft_cost_ratio": 0.1, "catch_up_ratio_long": 0.011}
-    ratio, _, carried = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, rounds=300,
-                                 record=record)
+    ratio, _, carried = simulate(lambda n: 1.0 + 0.1 * (n - 1), 0.1, 0.9, rounds=300, record=record)
     first = lambda d: next(i for i, k in enumerate(d) if k)  # noqa: E731
     assert first(carried) < first(fresh) and ratio > fresh_ratio
 

@@ -1,5 +1,6 @@
 """The shared rule for outputs computed in different batch shapes (pyspec.testing.near_tie):
 its bookkeeping on made-up runs, and its measurement on a real model."""
+
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ def _runner(tokens_after):
 
 
 def _reference(prefix):
-    return REFERENCE[len(prefix):]
+    return REFERENCE[len(prefix) :]
 
 
 def test_equal_outputs_have_no_ties():
@@ -23,29 +24,41 @@ def test_equal_outputs_have_no_ties():
 
 def test_a_divergence_below_the_bound_is_a_near_tie_and_the_runs_go_on_from_it():
     def other(prefix):  # picks 70 instead of 7 at index 2, then follows the reference
-        return REFERENCE[len(prefix):2] + [70, 8, 9] if len(prefix) <= 2 else REFERENCE[len(prefix):]
+        return (
+            REFERENCE[len(prefix) : 2] + [70, 8, 9]
+            if len(prefix) <= 2
+            else REFERENCE[len(prefix) :]
+        )
 
     gaps = []
-    ties = compare_greedy(_reference, _runner(other), lambda p, a, b: gaps.append((p, a, b)) or 0.01,
-                          0.1, len(REFERENCE))
+    ties = compare_greedy(
+        _reference,
+        _runner(other),
+        lambda p, a, b: gaps.append((p, a, b)) or 0.01,
+        0.1,
+        len(REFERENCE),
+    )
     assert [(t.position, t.reference, t.other) for t in ties] == [(2, 7, 70)]
     assert gaps == [([5, 6], 7, 70)]  # the gap is asked for the reference's prefix
 
 
 def test_a_divergence_above_the_bound_fails_with_the_gap_and_the_bound():
     def other(prefix):
-        return REFERENCE[len(prefix):3] + [99] * 8
+        return REFERENCE[len(prefix) : 3] + [99] * 8
 
-    with pytest.raises(AssertionError, match=r"diverge at token 3 .* gap is 0\.5000, above the "
-                                             r"near-tie bound 0\.1000"):
+    with pytest.raises(
+        AssertionError,
+        match=r"diverge at token 3 .* gap is 0\.5000, above the "
+        r"near-tie bound 0\.1000",
+    ):
         compare_greedy(_reference, _runner(other), lambda *a: 0.5, 0.1, len(REFERENCE))
 
 
 def test_an_error_after_a_near_tie_is_still_caught():
     def other(prefix):  # a near-tie at 1, then a wrong token at 5 once forced onto the reference
         if len(prefix) <= 1:
-            return REFERENCE[len(prefix):1] + [60] + REFERENCE[2:]
-        return REFERENCE[len(prefix):5] + [0, 0, 0]
+            return REFERENCE[len(prefix) : 1] + [60] + REFERENCE[2:]
+        return REFERENCE[len(prefix) : 5] + [0, 0, 0]
 
     gaps = iter([0.01, 3.0])
     with pytest.raises(AssertionError, match="diverge at token 5"):
@@ -54,13 +67,18 @@ def test_an_error_after_a_near_tie_is_still_caught():
 
 def test_one_output_a_prefix_of_the_other_fails():
     with pytest.raises(AssertionError, match="prefix of the other"):
-        compare_greedy(_reference, lambda prefix: REFERENCE[len(prefix):4], lambda *a: 0.0, 1.0,
-                       len(REFERENCE))
+        compare_greedy(
+            _reference,
+            lambda prefix: REFERENCE[len(prefix) : 4],
+            lambda *a: 0.0,
+            1.0,
+            len(REFERENCE),
+        )
 
 
 def test_too_many_near_ties_fail():
     def other(prefix):
-        return [1000 + len(prefix)] + REFERENCE[len(prefix) + 1:]
+        return [1000 + len(prefix)] + REFERENCE[len(prefix) + 1 :]
 
     with pytest.raises(AssertionError, match="more than 2 near-tie"):
         compare_greedy(_reference, _runner(other), lambda *a: 0.0, 1.0, len(REFERENCE), max_ties=2)

@@ -1,27 +1,38 @@
 """Repetition / frequency / presence penalties: same distribution as llama.cpp's penalties
 sampler, for single rows and for every verify row (whose window includes the drafts)."""
+
 import itertools
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from reference import chisquare_pvalue, peaked_logits, reference_distribution
 
 import pyspec
 from pyspec.testing.llama_chain import LlamaCppChain
-from reference import chisquare_pvalue, peaked_logits, reference_distribution
 
-PENALTIES = [dict(repeat_penalty=1.3), dict(repeat_penalty=0.8),
-             dict(frequency_penalty=0.7, presence_penalty=0.4),
-             dict(repeat_penalty=1.1, frequency_penalty=0.2, presence_penalty=0.1, penalty_last_n=8),
-             dict(repeat_penalty=1.5, penalty_last_n=-1)]
-TRANSFORMS = [dict(temperature=0.0), dict(), dict(top_k=0, top_p=0.9, min_p=0.0),
-              dict(top_k=0, top_p=1.0, min_p=0.05, temperature=1.2), dict(top_k=3, top_p=1.0, min_p=0.0)]
+PENALTIES = [
+    dict(repeat_penalty=1.3),
+    dict(repeat_penalty=0.8),
+    dict(frequency_penalty=0.7, presence_penalty=0.4),
+    dict(repeat_penalty=1.1, frequency_penalty=0.2, presence_penalty=0.1, penalty_last_n=8),
+    dict(repeat_penalty=1.5, penalty_last_n=-1),
+]
+TRANSFORMS = [
+    dict(temperature=0.0),
+    dict(),
+    dict(top_k=0, top_p=0.9, min_p=0.0),
+    dict(top_k=0, top_p=1.0, min_p=0.05, temperature=1.2),
+    dict(top_k=3, top_p=1.0, min_p=0.0),
+]
 
 
 def _history(rng, logits, n=40):
     """A history full of the row's strongest tokens, so the penalties change the result."""
     top = np.argsort(logits)[-4:]
-    return [int(t) for t in rng.integers(0, logits.size, size=5)] + [int(t) for t in rng.choice(top, size=n)]
+    return [int(t) for t in rng.integers(0, logits.size, size=5)] + [
+        int(t) for t in rng.choice(top, size=n)
+    ]
 
 
 @pytest.mark.parametrize("pen,tr", list(itertools.product(PENALTIES, TRANSFORMS)))
@@ -33,7 +44,9 @@ def test_matches_numpy_reference(pen, tr, rng):
     want = reference_distribution(logits, params, hist)
     np.testing.assert_allclose(got, want, atol=2e-6)
     if params.temperature > 0:  # the penalties really changed the distribution
-        assert not np.allclose(want, reference_distribution(logits, replace(params, penalty_last_n=0)))
+        assert not np.allclose(
+            want, reference_distribution(logits, replace(params, penalty_last_n=0))
+        )
 
 
 def test_greedy_argmax_moves_under_a_repeat_penalty():
@@ -61,8 +74,9 @@ def test_matches_llama_cpp_penalties_sampler(pen, rng):
 def test_each_verify_row_sees_the_drafts_before_it(rng):
     rows = peaked_logits(rng, 3000, n_rows=6, head=4)
     for seed in range(50):
-        params = pyspec.SamplingParams(repeat_penalty=1.8, frequency_penalty=0.5, penalty_last_n=16,
-                                       seed=seed, temperature=0.7)
+        params = pyspec.SamplingParams(
+            repeat_penalty=1.8, frequency_penalty=0.5, penalty_last_n=16, seed=seed, temperature=0.7
+        )
         hist = _history(rng, rows[0], n=20)
         plain = []
         for i in range(6):  # what plain sampling would emit, feeding each token back
@@ -77,11 +91,15 @@ def test_each_verify_row_sees_the_drafts_before_it(rng):
 def test_rejection_sampling_with_penalties_keeps_the_distribution():
     rng = np.random.default_rng(3)
     rows = peaked_logits(rng, 3000, n_rows=2)
-    params = pyspec.SamplingParams(repeat_penalty=1.4, presence_penalty=0.5, temperature=1.0, top_k=30)
+    params = pyspec.SamplingParams(
+        repeat_penalty=1.4, presence_penalty=0.5, temperature=1.0, top_k=30
+    )
     hist = _history(rng, rows[0])
     p = reference_distribution(rows[0], params, hist)
-    q = pyspec.distribution(rows[0] + rng.standard_normal(3000).astype(np.float32),
-                            pyspec.SamplingParams(temperature=1.3, top_k=30))
+    q = pyspec.distribution(
+        rows[0] + rng.standard_normal(3000).astype(np.float32),
+        pyspec.SamplingParams(temperature=1.3, top_k=30),
+    )
     cum = np.cumsum(q.astype(np.float64))
     out = []
     for s in range(6000):
@@ -102,5 +120,8 @@ def test_bad_penalty_input(rng):
     with pytest.raises(pyspec.PyspecError, match=r"penalty_history\[1\] = 500 is outside"):
         pyspec.sample(logits, params, penalty_history=[3, 500])
     with pytest.raises(pyspec.PyspecError, match="penalty window holds 9000 tokens"):
-        pyspec.sample(logits, pyspec.SamplingParams(repeat_penalty=1.2, penalty_last_n=-1),
-                      penalty_history=[1] * 9000)
+        pyspec.sample(
+            logits,
+            pyspec.SamplingParams(repeat_penalty=1.2, penalty_last_n=-1),
+            penalty_history=[1] * 9000,
+        )

@@ -1,5 +1,6 @@
 """The READMEs hold only what the repository backs: every file they name exists, and every
 measured figure is what benchmarks/readme_tables.py writes from the JSON in docs/results/."""
+
 import os
 import re
 import subprocess
@@ -22,11 +23,15 @@ def _named_paths(text: str) -> set:
     *) and environment settings are not paths of the repository."""
     fenced = re.findall(r"^```.*?^```", text, re.S | re.M)
     prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    words = {w.strip() for w in re.findall(r"`([^`]+)`", prose)}   # spans may wrap lines
+    words = {w.strip() for w in re.findall(r"`([^`]+)`", prose)}  # spans may wrap lines
     words |= {w for block in fenced for w in block.split() if "/" in w and re.search(EXTENSIONS, w)}
     paths = set()
     for w in words:
-        if re.search(r"\s|[=<>*$~:]", w) or w.startswith(("/", "-", "http")) or w.startswith(OUTPUTS):
+        if (
+            re.search(r"\s|[=<>*$~:]", w)
+            or w.startswith(("/", "-", "http"))
+            or w.startswith(OUTPUTS)
+        ):
             continue
         first = w.split("/")[0]
         # 'chain/verify' and 'PYSPEC_CDEF_BEGIN/END' are words, not paths: a path either has
@@ -39,16 +44,18 @@ def _named_paths(text: str) -> set:
 def _repo_file_names() -> set:
     names = set()
     for _, dirs, files in os.walk(REPO):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]   # build outputs are not the repository
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]  # build outputs are not the repository
         names.update(dirs, files)
     return names
 
 
 def test_path_extraction_sees_paths_and_skips_words():
-    text = ("Run `tests/test_cli.py`, see `csrc/pyspec.h` and `rules.h`; not `chain/verify`, "
-            "`~/.cache/pyspec`, `bench-results/<suite>.json`, `PYSPEC_LIBRARY=/x/lib.so`, "
-            "`python3 -m pyspec bench`, `bench-results/report.png`, `/v1/completions`.\n"
-            "```\ncsrc/verify.c   per-row acceptance\n```\n")
+    text = (
+        "Run `tests/test_cli.py`, see `csrc/pyspec.h` and `rules.h`; not `chain/verify`, "
+        "`~/.cache/pyspec`, `bench-results/<suite>.json`, `PYSPEC_LIBRARY=/x/lib.so`, "
+        "`python3 -m pyspec bench`, `bench-results/report.png`, `/v1/completions`.\n"
+        "```\ncsrc/verify.c   per-row acceptance\n```\n"
+    )
     assert _named_paths(text) == {"tests/test_cli.py", "csrc/pyspec.h", "rules.h", "csrc/verify.c"}
 
 
@@ -63,7 +70,7 @@ def test_every_file_the_readme_names_exists(readme):
             if not ((REPO / named).exists() or (path.parent / named).exists()):
                 missing.append(named)
         elif named.rstrip("/") not in names and not (path.parent / named).exists():
-            missing.append(named)   # a bare name ('rules.h'): some file of the repository
+            missing.append(named)  # a bare name ('rules.h'): some file of the repository
     assert not missing, f"{readme} names files that are not in the repository: {missing}"
 
 
@@ -82,7 +89,12 @@ def test_check_fails_on_a_typed_number(tmp_path):
     edited = text.replace(begin, begin + "| typed | 99.9 tok/s |\n", 1)
     readme = tmp_path / "README.md"
     readme.write_text(edited)
-    script = [sys.executable, str(REPO / "benchmarks" / "readme_tables.py"), "--readme", str(readme)]
+    script = [
+        sys.executable,
+        str(REPO / "benchmarks" / "readme_tables.py"),
+        "--readme",
+        str(readme),
+    ]
     check = subprocess.run(script + ["--check"], capture_output=True, text=True)
     assert check.returncode == 1 and "99.9 tok/s" in check.stdout
     assert subprocess.run(script, capture_output=True, text=True).returncode == 0
@@ -96,25 +108,52 @@ def test_sections_come_from_the_json_with_date_and_machine(tmp_path):
 
     results = tmp_path / "results"
     results.mkdir()
-    info = lambda plain, spec, ratios: {"plain_tok_s": plain, "pyspec_tok_s": spec, "ratios": ratios}  # noqa: E731
-    (results / "server.json").write_text(json.dumps({
-        "datetime": "2031-01-02T03:04:05+00:00", "other_processes_load": 0.02,
-        "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 8, "flags": ["avx2", "avx512f"]}},
-        "benchmarks": [
-            {"name": "bench_server_against_plain_llama_cpp_server[repeat-completion]",
-             "extra_info": info(20.0, 40.0, [1.5, 2.5])},
-            {"name": "bench_server_against_plain_llama_cpp_server[free-chat]",
-             "extra_info": info(20.0, 30.0, [1.25, 1.75])}]}))
+
+    def info(plain, spec, ratios):
+        return {"plain_tok_s": plain, "pyspec_tok_s": spec, "ratios": ratios}
+
+    (results / "server.json").write_text(
+        json.dumps(
+            {
+                "datetime": "2031-01-02T03:04:05+00:00",
+                "other_processes_load": 0.02,
+                "machine_info": {
+                    "cpu": {"brand_raw": "Test CPU", "count": 8, "flags": ["avx2", "avx512f"]}
+                },
+                "benchmarks": [
+                    {
+                        "name": "bench_server_against_plain_llama_cpp_server[repeat-completion]",
+                        "extra_info": info(20.0, 40.0, [1.5, 2.5]),
+                    },
+                    {
+                        "name": "bench_server_against_plain_llama_cpp_server[free-chat]",
+                        "extra_info": info(20.0, 30.0, [1.25, 1.75]),
+                    },
+                ],
+            }
+        )
+    )
     readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- generated:server-table begin -->\nold 1.93x\n"
-                      "<!-- generated:server-table end -->\nafter\n")
-    script = [sys.executable, str(REPO / "benchmarks" / "readme_tables.py"), "--readme", str(readme)]
+    readme.write_text(
+        "intro\n<!-- generated:server-table begin -->\nold 1.93x\n"
+        "<!-- generated:server-table end -->\nafter\n"
+    )
+    script = [
+        sys.executable,
+        str(REPO / "benchmarks" / "readme_tables.py"),
+        "--readme",
+        str(readme),
+    ]
     assert subprocess.run(script + ["--results", str(results)]).returncode == 0
     text = readme.read_text()
-    assert "old 1.93x" not in text and text.startswith("intro\n") and text.endswith("end -->\nafter\n")
+    assert (
+        "old 1.93x" not in text and text.startswith("intro\n") and text.endswith("end -->\nafter\n")
+    )
     assert "Measured 2031-01-02 on Test CPU, 8 CPUs, AVX-512; other processes kept 2%" in text
     assert "| completion, repeated file | 20.0 tok/s | 40.0 tok/s | 2.00x (1.50-2.50) |" in text
     assert "| 1.50x (1.25-1.75) |" in text
     assert subprocess.run(script + ["--results", str(tmp_path / "none")]).returncode == 0
     text = readme.read_text()
-    assert "Not measured: `" in text and "none/` holds no server.json" in text and "tok/s" not in text
+    assert (
+        "Not measured: `" in text and "none/` holds no server.json" in text and "tok/s" not in text
+    )

@@ -7,6 +7,7 @@ generated for the benchmark prompts, and their measured forward cost per batch s
 controller on them gives the speedup the loop reaches when nothing but the model's cost
 counts; benchmarks/bench_generation.py measures the wall-clock figure.
 """
+
 import json
 from pathlib import Path
 
@@ -21,8 +22,12 @@ GENERATIONS = {g["name"]: g for g in DATA["generations"]}
 # The issue's bars: never below 0.97x plain; lookup on text that repeats the prompt at least
 # 1.25x (Qwen, rename a variable) and 1.5x (Gemma, a repeated file). A small margin over the
 # floor leaves room for the drafter's and verifier's own time, which the replay leaves out.
-BARS = {"qwen-rename-greedy": 1.25, "gemma-repeat-greedy": 1.5,
-        "qwen-free-greedy": 0.975, "gemma-free-0.8": 0.975}
+BARS = {
+    "qwen-rename-greedy": 1.25,
+    "gemma-repeat-greedy": 1.5,
+    "qwen-free-greedy": 0.975,
+    "gemma-free-0.8": 0.975,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BARS))
@@ -79,7 +84,9 @@ def test_free_text_is_mostly_decoded_plainly():
 def test_a_copy_is_verified_in_long_drafts():
     g = GENERATIONS["gemma-repeat-greedy"]
     result = replay_lookup(g["prompt"], g["output"], COSTS[g["model"]])
-    assert result.drafted / result.verify_steps > 8 and result.accepted / result.drafted > 0.8, result
+    assert result.drafted / result.verify_steps > 8 and result.accepted / result.drafted > 0.8, (
+        result
+    )
 
 
 def test_batch_cost_interpolates_and_extrapolates():
@@ -96,7 +103,7 @@ def test_replay_refuses_an_empty_recording():
 def test_the_replay_feeds_the_controller_the_loops_round_records():
     """The replay drives the same protocol as the loop: one Round per round, to
     DraftLengthController.observe, counted by SpeculationStats.add_round."""
-    from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController  # noqa: PLC0415
+    from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
 
     seen = []
 

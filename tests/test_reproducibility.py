@@ -6,10 +6,11 @@ object gives it.
 Texts alone would catch a lapse only when a draw happens to sit near a boundary. These
 tests compare what decides the texts: every row the verifier read (bit for bit) and every
 draft with its probabilities, so a row computed in another batch shape fails at once."""
+
+import llama_cpp
 import numpy as np
 import pytest
 
-import llama_cpp
 from pyspec.llama import SpeculativeLlama
 
 pytestmark = pytest.mark.model
@@ -65,8 +66,9 @@ def _assert_same(a, b, what):
     for i, ((ta, qa), (tb, qb)) in enumerate(zip(drafts_a, drafts_b)):
         assert ta == tb, f"{what}: draft {i}: {ta} against {tb}"
         if qa is not None or qb is not None:
-            assert np.array_equal(qa[0], qb[0]) and np.array_equal(qa[1], qb[1]), \
+            assert np.array_equal(qa[0], qb[0]) and np.array_equal(qa[1], qb[1]), (
                 f"{what}: draft {i}'s probabilities differ"
+            )
     assert text_a == text_b, f"{what}: {text_a!r} against {text_b!r}"
 
 
@@ -74,8 +76,13 @@ def _assert_same(a, b, what):
 def test_a_seeded_request_repeats_on_the_same_object(qwen_path, draft_path, drafter):
     """No reset between the requests: the target finds the prompt cached (and re-uses the
     row its first evaluation computed), the draft model finds its own cache."""
-    llm = SpeculativeLlama(qwen_path, draft="lookup" if drafter == "lookup" else draft_path,
-                           draft_max=4, adaptive=False, **KW)
+    llm = SpeculativeLlama(
+        qwen_path,
+        draft="lookup" if drafter == "lookup" else draft_path,
+        draft_max=4,
+        adaptive=False,
+        **KW,
+    )
     try:
         first = _trace(llm)
         for n in range(2):
@@ -89,24 +96,31 @@ def test_a_seeded_request_repeats_on_the_same_object(qwen_path, draft_path, draf
 
 
 @pytest.mark.parametrize("drafter", ["lookup", "draft-model"])
-def test_reproducible_mode_repeats_after_other_requests_and_across_objects(qwen_path, draft_path,
-                                                                           drafter):
+def test_reproducible_mode_repeats_after_other_requests_and_across_objects(
+    qwen_path, draft_path, drafter
+):
     """reproducible=True: the request's rows are those of a fresh object, whatever the
     caches held (here another prompt sharing a prefix with it, and a longer context)."""
     draft = "lookup" if drafter == "lookup" else draft_path
-    llm = SpeculativeLlama(qwen_path, draft=draft, draft_max=4, adaptive=False,
-                           reproducible=True, **KW)
+    llm = SpeculativeLlama(
+        qwen_path, draft=draft, draft_max=4, adaptive=False, reproducible=True, **KW
+    )
     try:
         first = _trace(llm)
         llm.create_completion(OTHER_PROMPT, max_tokens=12, temperature=0.9, seed=5)
         _assert_same(first, _trace(llm), "after another request")
-        llm.create_completion(OPEN_PROMPT + first[0] + "<|im_end|>\n<|im_start|>user\nAgain."
-                              "<|im_end|>\n<|im_start|>assistant\n", max_tokens=8, seed=6)
+        llm.create_completion(
+            OPEN_PROMPT + first[0] + "<|im_end|>\n<|im_start|>user\nAgain."
+            "<|im_end|>\n<|im_start|>assistant\n",
+            max_tokens=8,
+            seed=6,
+        )
         _assert_same(first, _trace(llm), "after a longer context with the same prefix")
     finally:
         llm.close()
-    fresh = SpeculativeLlama(qwen_path, draft=draft, draft_max=4, adaptive=False,
-                             reproducible=True, **KW)
+    fresh = SpeculativeLlama(
+        qwen_path, draft=draft, draft_max=4, adaptive=False, reproducible=True, **KW
+    )
     try:
         fresh.create_completion(OTHER_PROMPT, max_tokens=12, temperature=0.9, seed=5)
         _assert_same(first, _trace(fresh), "another object")
@@ -138,8 +152,16 @@ def test_the_default_mode_reuses_the_cached_prefix(qwen_path):
 def test_graph_sampling_repeats_too(gemma_path):
     """The in-graph sampler (no host rows): a repeat evaluates the prompt again from where its
     first evaluation started, so the graph samples from the same rows."""
-    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=6, adaptive=False,
-                           sampling="graph", n_ctx=512, n_threads=2, verbose=False)
+    llm = SpeculativeLlama(
+        gemma_path,
+        draft="lookup",
+        draft_max=6,
+        adaptive=False,
+        sampling="graph",
+        n_ctx=512,
+        n_threads=2,
+        verbose=False,
+    )
     try:
         prompt = "The quick brown fox jumps over the lazy dog. " * 4
         texts = [_trace(llm, prompt, rows=False, max_tokens=32)[0] for _ in range(3)]

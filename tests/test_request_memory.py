@@ -1,6 +1,7 @@
 """The memory of earlier requests: bounded (oldest out), one document per request (a chat's
 next turn replaces the last), thread-safe, and searched by prompt lookup after the request's
 own tokens; off where a promise about repeated requests would break."""
+
 import threading
 
 import numpy as np
@@ -92,20 +93,21 @@ def test_reproducible_turns_the_memory_off():
     assert lookup.memory is None
 
 
-CODE = '''def compute_total(items):
+CODE = """def compute_total(items):
     total_price = 0
     for item in items:
         total_price += item.price * item.quantity
     return total_price
-'''
+"""
 
 
 def _chat(text):
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text(qwen_path,
-                                                                                 batch_noise):
+def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text(
+    qwen_path, batch_noise
+):
     # The second request asks for the same edit in other words: its answer (the renamed
     # code) is in no prompt, only in the first answer, which the memory holds.
     import llama_cpp
@@ -114,9 +116,13 @@ def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text
     from pyspec.testing.near_tie import compare_texts
 
     kw = dict(n_ctx=1024, n_threads=2, verbose=False, seed=0)
-    first = _chat(f"Rename total_price to grand_total and output the code only:\n```python\n{CODE}```")
-    second = _chat(f"Output this code with the variable total_price renamed to grand_total:\n"
-                   f"```python\n{CODE}```")
+    first = _chat(
+        f"Rename total_price to grand_total and output the code only:\n```python\n{CODE}```"
+    )
+    second = _chat(
+        f"Output this code with the variable total_price renamed to grand_total:\n"
+        f"```python\n{CODE}```"
+    )
     bound = batch_noise(qwen_path).tie_bound
     llm = SpeculativeLlama(qwen_path, **kw)
     plain = llama_cpp.Llama(model_path=qwen_path, **kw)
@@ -129,15 +135,18 @@ def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text
         stats = llm.speculation.last
         assert stats.memory_lookups > 0 and stats.memory_hits > 0, stats.summary()
         assert stats.memory_tokens >= stored
-        reference = plain.create_completion(second, max_tokens=64, temperature=0.0)["choices"][0]["text"]
+        reference = plain.create_completion(second, max_tokens=64, temperature=0.0)["choices"][0][
+            "text"
+        ]
         compare_texts(plain, plain.tokenize(second.encode(), special=True), reference, text, bound)
     finally:
         llm.close()
         plain.close()
 
 
-@pytest.mark.parametrize("kwargs", [dict(memory=False), dict(adaptive=False),
-                                    dict(reproducible=True), dict(memory=0)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(memory=False), dict(adaptive=False), dict(reproducible=True), dict(memory=0)]
+)
 def test_the_memory_is_off_where_asked_or_where_a_promise_needs_it(gemma_path, kwargs):
     from pyspec.llama import SpeculativeLlama
 

@@ -1,4 +1,5 @@
 """Philox4x32-10 and the (seed, position, purpose) keying."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -10,8 +11,11 @@ from pyspec import Purpose
 KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
     ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
 ]
 
 
@@ -29,8 +33,12 @@ def test_uniform_is_a_pure_function_of_its_key():
 
 
 def test_purposes_seeds_and_positions_give_distinct_streams():
-    draws = {(s, p, int(k)): pyspec.uniform(s, p, k)
-             for s in (0, 1, 2**40) for p in (0, 1, 2**33) for k in Purpose}
+    draws = {
+        (s, p, int(k)): pyspec.uniform(s, p, k)
+        for s in (0, 1, 2**40)
+        for p in (0, 1, 2**33)
+        for k in Purpose
+    }
     assert len(set(draws.values())) == len(draws)
 
 

@@ -2,6 +2,7 @@
 
 The reference is float64 numpy: log-softmax of the raw row, and a stable sort by (logit
 descending, token id ascending) for the top tokens."""
+
 import numpy as np
 import pytest
 
@@ -35,8 +36,9 @@ def test_token_and_top_logprobs_match_float64_log_softmax(rng, n_vocab, n_top):
 
 def test_agrees_with_verify_logprobs_on_real_rows(gemma_logits):
     drafts = [int(np.argmax(r)) for r in gemma_logits[:-1]]
-    result = pyspec.verify(gemma_logits, drafts, params=pyspec.SamplingParams.greedy_params(),
-                           logprobs=True)
+    result = pyspec.verify(
+        gemma_logits, drafts, params=pyspec.SamplingParams.greedy_params(), logprobs=True
+    )
     for i, token in enumerate(result.tokens):
         got = pyspec.row_logprobs(gemma_logits[i], int(token), 5)
         assert got.logprob == result.logprobs[i]  # the same normaliser, the same float

@@ -7,6 +7,7 @@ batch shapes and rows, and with them its greedy text, repeat from request to req
 was served in between, on every CPU build: any mixing of two requests' KV state, or a cache
 left inconsistent by a client that went away, changes the text.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,14 +20,18 @@ import time
 
 import pytest
 
-openai = pytest.importorskip("openai", reason="the server tests need the openai package (pip install '.[test]')")
+openai = pytest.importorskip(
+    "openai", reason="the server tests need the openai package (pip install '.[test]')"
+)
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
 
 pytestmark = pytest.mark.model
 
-REPEAT = ("The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
-          "Pack my box with five dozen liquor jugs. The quick brown fox")
+REPEAT = (
+    "The quick brown fox jumps over the lazy dog. The five boxing wizards jump quickly. "
+    "Pack my box with five dozen liquor jugs. The quick brown fox"
+)
 OTHER = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 
@@ -43,15 +48,43 @@ def server(gemma_path, tmp_path_factory):
     log = open(log_path, "w")
     env = dict(os.environ, PYSPEC_COST_CACHE="off")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyspec", "serve", "-m", gemma_path, "--host", "127.0.0.1",
-         "--port", str(port), "-c", "1024", "-t", "2", "--draft-max", "4", "--adaptive", "false",
-         "--reproducible", "true", "--verbose", "false", "--chat_format", "gemma"],  # the GGUF has no template
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "pyspec",
+            "serve",
+            "-m",
+            gemma_path,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "1024",
+            "-t",
+            "2",
+            "--draft-max",
+            "4",
+            "--adaptive",
+            "false",
+            "--reproducible",
+            "true",
+            "--verbose",
+            "false",
+            "--chat_format",
+            "gemma",
+        ],  # the GGUF has no template
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"pyspec serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"pyspec serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+            )
         try:
             if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
                 break
@@ -77,7 +110,9 @@ def client(server):
 
 
 def _greedy(client, prompt, n=16, **kw):
-    out = client.completions.create(model="gemma", prompt=prompt, max_tokens=n, temperature=0.0, **kw)
+    out = client.completions.create(
+        model="gemma", prompt=prompt, max_tokens=n, temperature=0.0, **kw
+    )
     return out.choices[0].text
 
 
@@ -94,8 +129,11 @@ def test_completion_and_chat_with_statistics(client):
     assert stats["speculative"] and stats["verify_steps"] > 0 and stats["accepted_tokens"] > 0
     assert 0.0 < stats["acceptance_rate"] <= 1.0
     chat = client.chat.completions.create(
-        model="gemma", messages=[{"role": "user", "content": "Say hello in three words."}],
-        max_tokens=12, temperature=0.0)
+        model="gemma",
+        messages=[{"role": "user", "content": "Say hello in three words."}],
+        max_tokens=12,
+        temperature=0.0,
+    )
     assert chat.choices[0].message.content
     assert chat.model_extra["pyspec"]["speculative"]
 
@@ -103,13 +141,18 @@ def test_completion_and_chat_with_statistics(client):
 def test_json_schema_chat_is_answered_speculatively(client):
     """response_format with a schema: llama-cpp-python turns it into a grammar, which the
     speculative loop applies to every verify row (no fallback to the plain loop)."""
-    schema = {"type": "object", "properties": {"name": {"type": "string"},
-                                               "city": {"type": "string"}},
-              "required": ["name", "city"]}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "city": {"type": "string"}},
+        "required": ["name", "city"],
+    }
     chat = client.chat.completions.create(
-        model="gemma", max_tokens=60, temperature=0.0,
+        model="gemma",
+        max_tokens=60,
+        temperature=0.0,
         messages=[{"role": "user", "content": "Name: Maria Lopez. City: Valencia. Give JSON."}],
-        response_format={"type": "json_object", "schema": schema})
+        response_format={"type": "json_object", "schema": schema},
+    )
     assert set(json.loads(chat.choices[0].message.content)) == {"name", "city"}
     stats = chat.model_extra["pyspec"]
     assert stats["speculative"] and stats["fallback_reason"] is None
@@ -117,41 +160,61 @@ def test_json_schema_chat_is_answered_speculatively(client):
 
 def test_streaming_completion_and_chat(client):
     whole = _greedy(client, REPEAT)
-    chunks = list(client.completions.create(model="gemma", prompt=REPEAT, max_tokens=16,
-                                            temperature=0.0, stream=True))
+    chunks = list(
+        client.completions.create(
+            model="gemma", prompt=REPEAT, max_tokens=16, temperature=0.0, stream=True
+        )
+    )
     assert "".join(c.choices[0].text for c in chunks) == whole
     assert "pyspec" in chunks[-1].model_extra and chunks[-1].choices[0].finish_reason == "length"
     assert all("pyspec" not in c.model_extra for c in chunks[:-1])  # once, on the last chunk
-    parts = list(client.chat.completions.create(
-        model="gemma", messages=[{"role": "user", "content": "Count from one to five."}],
-        max_tokens=12, temperature=0.0, stream=True))
+    parts = list(
+        client.chat.completions.create(
+            model="gemma",
+            messages=[{"role": "user", "content": "Count from one to five."}],
+            max_tokens=12,
+            temperature=0.0,
+            stream=True,
+        )
+    )
     text = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
     assert text
     assert any("pyspec" in p.model_extra for p in parts)
 
 
 def test_stop_strings_seeds_and_max_tokens(client):
-    out = client.completions.create(model="gemma", prompt=REPEAT, max_tokens=32, temperature=0.0,
-                                    stop=["lazy"])
+    out = client.completions.create(
+        model="gemma", prompt=REPEAT, max_tokens=32, temperature=0.0, stop=["lazy"]
+    )
     assert out.choices[0].finish_reason == "stop" and "lazy" not in out.choices[0].text
-    a = client.completions.create(model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7)
-    b = client.completions.create(model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7)
+    a = client.completions.create(
+        model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7
+    )
+    b = client.completions.create(
+        model="gemma", prompt=OTHER, max_tokens=12, temperature=0.9, seed=7
+    )
     assert a.choices[0].text == b.choices[0].text  # fixed draft length: same batch shapes
     assert a.usage.completion_tokens <= 12
 
 
 def test_logprobs_while_speculating(client):
-    out = client.completions.create(model="gemma", prompt=REPEAT, max_tokens=8, temperature=0.0,
-                                    logprobs=2)
+    out = client.completions.create(
+        model="gemma", prompt=REPEAT, max_tokens=8, temperature=0.0, logprobs=2
+    )
     lp = out.choices[0].logprobs
     assert out.model_extra["pyspec"]["speculative"]  # answered by the speculative loop
     assert len(lp.token_logprobs) == len(lp.tokens) == 8
     assert all(v <= 0.0 for v in lp.token_logprobs)
-    for token, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+    for _, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
         assert max(top.values()) == pytest.approx(value, abs=1e-6)  # greedy: the top one
     chat = client.chat.completions.create(
-        model="gemma", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=4,
-        temperature=0.0, logprobs=True, top_logprobs=2)
+        model="gemma",
+        messages=[{"role": "user", "content": "Name a colour."}],
+        max_tokens=4,
+        temperature=0.0,
+        logprobs=True,
+        top_logprobs=2,
+    )
     content = chat.choices[0].logprobs.content
     assert content and all(len(c.top_logprobs) == 2 for c in content)
 
@@ -167,14 +230,19 @@ def test_concurrent_clients_get_complete_unmixed_answers(client):
         for j in range(4):
             prompt = (REPEAT, OTHER)[(i + j) % 2]
             try:
-                out = client.completions.create(model="gemma", prompt=prompt, max_tokens=16,
-                                                temperature=0.0, stream=(j % 2 == 1))
+                out = client.completions.create(
+                    model="gemma",
+                    prompt=prompt,
+                    max_tokens=16,
+                    temperature=0.0,
+                    stream=(j % 2 == 1),
+                )
                 if j % 2 == 1:
                     text = "".join(c.choices[0].text for c in out)
                 else:
                     text = out.choices[0].text
                 answers.append((prompt, text))
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(repr(exc))
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -200,13 +268,16 @@ def test_a_client_that_leaves_mid_stream_leaves_the_model_consistent(server, cli
     assert _greedy(client, OTHER, n=8) == _greedy(client, OTHER, n=8)
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(top_p=7.0), "top_p"),
-    (dict(max_tokens=-5), "max_tokens"),
-    (dict(extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
-    (dict(stream=True, extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
-    (dict(extra_body={"top_k": -3}), "top_k"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(top_p=7.0), "top_p"),
+        (dict(max_tokens=-5), "max_tokens"),
+        (dict(extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
+        (dict(stream=True, extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
+        (dict(extra_body={"top_k": -3}), "top_k"),
+    ],
+)
 def test_bad_requests_get_400_with_the_reason(client, kw, words):
     args = dict(model="gemma", prompt="hi", max_tokens=3)
     args.update(kw)
@@ -218,8 +289,11 @@ def test_bad_requests_get_400_with_the_reason(client, kw, words):
 
 
 def test_a_body_that_is_not_json_gets_400(server):
-    r = httpx.post(f"{server[0]}/v1/completions", content=b"not json",
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{server[0]}/v1/completions",
+        content=b"not json",
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
 
 
@@ -240,13 +314,22 @@ def test_metrics_in_prometheus_text(server, client):
     before = _metrics(server)
     for _ in range(2):
         client.completions.create(model="gemma", prompt=REPEAT, max_tokens=8, temperature=0.0)
-    client.completions.create(model="gemma", prompt="hi", max_tokens=2,
-                              extra_body={"mirostat_mode": 2})
+    client.completions.create(
+        model="gemma", prompt="hi", max_tokens=2, extra_body={"mirostat_mode": 2}
+    )
     after = _metrics(server)
     assert after and all(name.startswith("pyspec_") for name in after)
     assert _sum(after, "pyspec_requests_total") - _sum(before, "pyspec_requests_total") == 2
-    assert _sum(after, "pyspec_fallback_requests_total", "mirostat") - _sum(
-        before, "pyspec_fallback_requests_total", "mirostat") == 1
-    assert _sum(after, "pyspec_emitted_tokens_total") - _sum(before, "pyspec_emitted_tokens_total") == 16
-    assert _sum(after, "pyspec_accepted_tokens_total") > _sum(before, "pyspec_accepted_tokens_total")
+    assert (
+        _sum(after, "pyspec_fallback_requests_total", "mirostat")
+        - _sum(before, "pyspec_fallback_requests_total", "mirostat")
+        == 1
+    )
+    assert (
+        _sum(after, "pyspec_emitted_tokens_total") - _sum(before, "pyspec_emitted_tokens_total")
+        == 16
+    )
+    assert _sum(after, "pyspec_accepted_tokens_total") > _sum(
+        before, "pyspec_accepted_tokens_total"
+    )
     assert _sum(after, "pyspec_generation_tokens_per_second") > 0

@@ -1,5 +1,6 @@
 """pyspec serve's settings and command line (no model loaded): llama_cpp.server's options
 keep their names, pyspec's defaults make speculation run, mistakes are named."""
+
 import json
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
 pytest.importorskip("pydantic_settings")
 
-from pyspec.serve import build_parser, load_settings, main  # noqa: E402
+from pyspec.serve import build_parser, load_settings, main
 
 
 def _settings(*argv):
@@ -32,23 +33,36 @@ def test_config_file_with_a_drafter_per_model(tmp_path):
     for p in (a, b):
         p.write_bytes(b"GGUF")
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"port": 9100, "models": [
-        {"model": str(a), "model_alias": "coder", "draft": str(b), "draft_max": 6},
-        {"model": str(b), "model_alias": "small", "draft": "lookup", "adaptive": False}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "port": 9100,
+                "models": [
+                    {"model": str(a), "model_alias": "coder", "draft": str(b), "draft_max": 6},
+                    {"model": str(b), "model_alias": "small", "draft": "lookup", "adaptive": False},
+                ],
+            }
+        )
+    )
     server, models = _settings("--config_file", str(config))
     assert server.port == 9100 and server.interrupt_requests is False
     assert [(m.model_alias, m.draft, m.draft_max, m.adaptive) for m in models] == [
-        ("coder", str(b), 6, True), ("small", "lookup", 16, False)]
+        ("coder", str(b), 6, True),
+        ("small", "lookup", 16, False),
+    ]
 
 
-@pytest.mark.parametrize("argv, words", [
-    ([], "give the target model with -m"),
-    (["-m", "/no/such/model.gguf"], "no such file"),
-    (["-m", "{dir}"], "is a directory"),
-    (["-m", "{model}", "--draft_max", "99"], "draft_max"),
-    (["-m", "{model}", "--draft_model", "prompt-lookup-decoding"], "use draft='lookup'"),
-    (["--config_file", "/no/such/config.json"], "no such file"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        ([], "give the target model with -m"),
+        (["-m", "/no/such/model.gguf"], "no such file"),
+        (["-m", "{dir}"], "is a directory"),
+        (["-m", "{model}", "--draft_max", "99"], "draft_max"),
+        (["-m", "{model}", "--draft_model", "prompt-lookup-decoding"], "use draft='lookup'"),
+        (["--config_file", "/no/such/config.json"], "no such file"),
+    ],
+)
 def test_mistakes_are_named(tmp_path, capsys, argv, words):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")

@@ -3,6 +3,7 @@
 Read from the installed package's sources with ``ast`` (nothing is imported to find the
 edges), counting imports inside functions too: a cycle hidden in a function is still one.
 """
+
 import ast
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def _cycles(graph: dict) -> list:
         stack.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == "open":
-                found.append(stack[stack.index(dep):] + [dep])
+                found.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, stack)
         stack.pop()
@@ -88,17 +89,30 @@ def test_the_device_path_never_imports_the_host_path():
 
 # The layers, bottom up. A module's layer is named by where it lives; a new top-level module
 # must be placed here on purpose (test_every_module_has_a_layer).
-CORE_TOP = {"pyspec", "pyspec.errors", "pyspec.params", "pyspec.request", "pyspec.rng",
-            "pyspec.checks", "pyspec.verifier", "pyspec.cuda", "pyspec.suffix_index",
-            "pyspec.cache"}
+CORE_TOP = {
+    "pyspec",
+    "pyspec.errors",
+    "pyspec.params",
+    "pyspec.request",
+    "pyspec.rng",
+    "pyspec.checks",
+    "pyspec.verifier",
+    "pyspec.cuda",
+    "pyspec.suffix_index",
+    "pyspec.cache",
+}
 LAYERS = ("core", "llama", "serve", "testing", "tools")
 
 
 def layer_of(module: str) -> str:
     if module in CORE_TOP or module.startswith(("pyspec._native", "pyspec.arrays")):
         return "core"
-    for name, prefix in (("llama", "pyspec.llama"), ("serve", "pyspec.serve"),
-                         ("testing", "pyspec.testing"), ("tools", "pyspec.tools")):
+    for name, prefix in (
+        ("llama", "pyspec.llama"),
+        ("serve", "pyspec.serve"),
+        ("testing", "pyspec.testing"),
+        ("tools", "pyspec.tools"),
+    ):
         if module == prefix or module.startswith(prefix + "."):
             return name
     if module == "pyspec.__main__":
@@ -140,7 +154,9 @@ def test_imports_run_down_the_layers():
     assert layer_violations(graph) == {}
     # planted: the loop importing the installer, the core importing the loop
     planted = dict(graph)
-    planted["pyspec.llama.speculative"] = graph["pyspec.llama.speculative"] | {"pyspec.tools.install_llama"}
+    planted["pyspec.llama.speculative"] = graph["pyspec.llama.speculative"] | {
+        "pyspec.tools.install_llama"
+    }
     planted["pyspec.verifier"] = graph["pyspec.verifier"] | {"pyspec.llama.stats"}
     assert layer_violations(planted) == {
         "pyspec.llama.speculative": ["pyspec.tools.install_llama"],
@@ -161,24 +177,61 @@ def _third_party_imports(path: Path) -> set:
 def test_the_core_never_imports_llama_cpp():
     core = [p for p in PACKAGE.rglob("*.py") if layer_of(_module_name(p)) == "core"]
     assert len(core) >= 15
-    offenders = sorted(str(p.relative_to(PACKAGE)) for p in core
-                       if {"llama_cpp", "fastapi", "uvicorn"} & _third_party_imports(p))
+    offenders = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in core
+        if {"llama_cpp", "fastapi", "uvicorn"} & _third_party_imports(p)
+    )
     assert offenders == []
     assert "llama_cpp" in _third_party_imports(PACKAGE / "llama" / "speculative.py")  # it sees them
 
 
 # Where users import from today (README, docs, the examples): these must keep working.
 PUBLIC_NAMES = {
-    "pyspec": ["verify", "verify_batch", "verify_from_pointer", "sample", "distribution",
-               "distribution_sparse", "row_logprobs", "SamplingParams", "VerifyRequest",
-               "VerifyResult", "SparseDraftProbs", "LogitsPointer", "RowLogprobs", "Purpose",
-               "philox4x32_10", "uniform", "PyspecError", "LogitsError", "DraftProbsError",
-               "CapacityError", "cuda", "cuda_available", "SIMD", "HAS_CUDA",
-               "default_threads"],
-    "pyspec.llama": ["SpeculativeLlama", "enable_speculation", "Speculation", "SpeculationStats",
-                     "PromptLookup", "DraftModel", "CallableDrafter", "Draft", "Drafter",
-                     "DraftLengthController", "ClosedError", "VocabularyMismatchError",
-                     "check_compatible", "sampling_params_for", "unsupported_reason"],
+    "pyspec": [
+        "verify",
+        "verify_batch",
+        "verify_from_pointer",
+        "sample",
+        "distribution",
+        "distribution_sparse",
+        "row_logprobs",
+        "SamplingParams",
+        "VerifyRequest",
+        "VerifyResult",
+        "SparseDraftProbs",
+        "LogitsPointer",
+        "RowLogprobs",
+        "Purpose",
+        "philox4x32_10",
+        "uniform",
+        "PyspecError",
+        "LogitsError",
+        "DraftProbsError",
+        "CapacityError",
+        "cuda",
+        "cuda_available",
+        "SIMD",
+        "HAS_CUDA",
+        "default_threads",
+    ],
+    "pyspec.llama": [
+        "SpeculativeLlama",
+        "enable_speculation",
+        "Speculation",
+        "SpeculationStats",
+        "PromptLookup",
+        "DraftModel",
+        "CallableDrafter",
+        "Draft",
+        "Drafter",
+        "DraftLengthController",
+        "ClosedError",
+        "VocabularyMismatchError",
+        "check_compatible",
+        "sampling_params_for",
+        "unsupported_reason",
+    ],
     "pyspec.serve": ["main", "build_parser"],
     "pyspec.cuda": ["verify", "verify_batch", "cuda_available", "device_count"],
 }
@@ -187,6 +240,32 @@ PUBLIC_NAMES = {
 def test_public_names_stay_where_users_import_them():
     import importlib
 
-    missing = {module: [n for n in names if not hasattr(importlib.import_module(module), n)]
-               for module, names in PUBLIC_NAMES.items()}
+    missing = {
+        module: [n for n in names if not hasattr(importlib.import_module(module), n)]
+        for module, names in PUBLIC_NAMES.items()
+    }
     assert missing == {module: [] for module in PUBLIC_NAMES}
+
+
+def test_the_graph_sampler_manifest_is_complete():
+    """csrc/llama/graph_sources.txt is the one list of the in-graph sampler's sources (CMake
+    installs from it, the run-time build compiles from it): every file of csrc/llama and
+    every header a listed file includes must be on it."""
+    import re
+
+    from pyspec.llama.graph.build import MANIFEST, _manifest
+
+    csrc = Path(__file__).resolve().parents[1] / "csrc"
+    listed = set(_manifest(csrc))
+    on_disk = {f"llama/{p.name}" for p in (csrc / "llama").iterdir() if p.suffix in (".c", ".h")}
+    assert on_disk <= listed, sorted(on_disk - listed)
+    from pyspec.llama.graph.build import _LLAMA_HEADERS
+
+    missing = []
+    for name in listed:
+        for header in re.findall(r'#include "([^"]+)"', (csrc / name).read_text()):
+            beside = (Path(name).parent / header).as_posix()  # else found on the -I csrc path
+            if header not in _LLAMA_HEADERS and beside not in listed and header not in listed:
+                missing.append(f"{name}: {header}")
+    assert missing == []
+    assert MANIFEST in {f"llama/{p.name}" for p in (csrc / "llama").iterdir()}

@@ -2,6 +2,7 @@
 rollback (truncate) leaving exactly the shorter sequence's index, and bad input refused with
 the index unchanged. (The C tests, tests/c/test_suffix_index.c, run the same comparison under
 the sanitizers.)"""
+
 import numpy as np
 import pytest
 
@@ -14,9 +15,12 @@ def brute_force(seq, pattern, max_match, min_match, max_occurrences, max_tokens)
     seq = list(seq)
     pattern = list(pattern)[-max_match:]
     for n in range(min(len(pattern), max_match), min_match - 1, -1):
-        gram = pattern[len(pattern) - n:]
-        ends = [e for e in range(len(seq) - 1, n - 1, -1)
-                if seq[e] != SEPARATOR and seq[e - n:e] == gram][:max_occurrences]
+        gram = pattern[len(pattern) - n :]
+        ends = [
+            e
+            for e in range(len(seq) - 1, n - 1, -1)
+            if seq[e] != SEPARATOR and seq[e - n : e] == gram
+        ][:max_occurrences]
         if ends:
             break
     else:
@@ -43,8 +47,10 @@ def test_drafts_match_a_brute_force_search_through_appends_and_rollbacks():
             index.truncate(keep)
             del seq[keep:]
         else:
-            add = [SEPARATOR if rng.random() < 0.03 else int(rng.integers(0, 4))
-                   for _ in range(int(rng.integers(0, 12)))]
+            add = [
+                SEPARATOR if rng.random() < 0.03 else int(rng.integers(0, 4))
+                for _ in range(int(rng.integers(0, 12)))
+            ]
             index.append(add)
             seq += add
         assert len(index) == len(seq)
@@ -75,19 +81,22 @@ def test_a_planted_majority_wins_over_the_latest_occurrence():
     assert found.tokens == [3, 0] and found.counts == [2, 2] and found.totals == [3, 2]
 
 
-@pytest.mark.parametrize("call", [
-    lambda ix: ix.append([1, -5]),
-    lambda ix: ix.append(np.array([[1, 2]])),
-    lambda ix: ix.append([1.5]),
-    lambda ix: ix.append([2**40]),
-    lambda ix: ix.truncate(99),
-    lambda ix: ix.truncate(-1),
-    lambda ix: ix.draft([1, SEPARATOR], 3),
-    lambda ix: ix.draft([1, 2], 3, min_match=0),
-    lambda ix: ix.draft([1, 2], 3, max_occurrences=10**6),
-    lambda ix: ix.draft([1, 2], -1),
-    lambda ix: ix.tokens(2, 50),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ix: ix.append([1, -5]),
+        lambda ix: ix.append(np.array([[1, 2]])),
+        lambda ix: ix.append([1.5]),
+        lambda ix: ix.append([2**40]),
+        lambda ix: ix.truncate(99),
+        lambda ix: ix.truncate(-1),
+        lambda ix: ix.draft([1, SEPARATOR], 3),
+        lambda ix: ix.draft([1, 2], 3, min_match=0),
+        lambda ix: ix.draft([1, 2], 3, max_occurrences=10**6),
+        lambda ix: ix.draft([1, 2], -1),
+        lambda ix: ix.tokens(2, 50),
+    ],
+)
 def test_bad_input_is_refused_and_the_index_is_unchanged(call):
     index = SuffixIndex(3)
     index.append([1, 2, 3, 1, 2])

@@ -1,6 +1,7 @@
 """pyspec.testing.tiny_gguf: the random-weight model the device checks carry (real models are
 over the carry limit) loads in llama.cpp, gives rows as wide as its vocabulary with a
 real model's spread, and runs the in-graph sampler like a real model."""
+
 import ctypes
 
 import numpy as np
@@ -8,13 +9,15 @@ import pytest
 
 pytest.importorskip("gguf")  # a test dependency (pyproject's [test] extra)
 
-from pyspec.llama import SpeculativeLlama  # noqa: E402
-from pyspec.testing.tiny_gguf import write_tiny_llama  # noqa: E402
+from pyspec.llama import SpeculativeLlama
+from pyspec.testing.tiny_gguf import write_tiny_llama
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return str(write_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny.gguf", n_vocab=4096, seed=1))
+    return str(
+        write_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny.gguf", n_vocab=4096, seed=1)
+    )
 
 
 def test_rows_are_vocabulary_wide_and_spread_like_a_real_model(tiny):
@@ -24,7 +27,9 @@ def test_rows_are_vocabulary_wide_and_spread_like_a_real_model(tiny):
         dec = llm.speculation.decoder
         dec.remove_from(0)
         addr = dec.decode(list(range(300, 309)), 0, 9)
-        rows = np.ctypeslib.as_array((ctypes.c_float * (9 * 4096)).from_address(addr)).reshape(9, 4096)
+        rows = np.ctypeslib.as_array((ctypes.c_float * (9 * 4096)).from_address(addr)).reshape(
+            9, 4096
+        )
         assert np.isfinite(rows).all()
         assert 1.0 < float(rows.std(axis=1).mean()) < 5.0
         assert len({int(r.argmax()) for r in rows}) > 1  # the rows differ with the context

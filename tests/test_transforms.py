@@ -1,18 +1,20 @@
 """The distribution pyspec samples from equals llama.cpp's chain and an independent numpy
 reference, for every transform combination, dtype and awkward vocabulary size."""
+
 import itertools
 
 import numpy as np
 import pytest
+from reference import peaked_logits, reference_distribution
 
 import pyspec
 from pyspec.testing.llama_chain import LlamaCppChain
-from reference import peaked_logits, reference_distribution
 
 PARAM_GRID = [
     pyspec.SamplingParams(temperature=t, top_k=k, top_p=p, min_p=m)
-    for t, k, p, m in itertools.product((0.0, 0.7, 1.0, 1.8), (0, 1, 40, 500),
-                                        (1.0, 0.9, 0.5), (0.0, 0.05, 0.3))
+    for t, k, p, m in itertools.product(
+        (0.0, 0.7, 1.0, 1.8), (0, 1, 40, 500), (1.0, 0.9, 0.5), (0.0, 0.05, 0.3)
+    )
 ]
 VOCABS = [1, 2, 31, 33, 64, 65, 1000, 4099]
 
@@ -53,7 +55,9 @@ def test_greedy_ties_go_to_the_lowest_token():
     logits[[17, 42, 99]] = 5.0
     assert pyspec.sample(logits, pyspec.SamplingParams.greedy_params()) == 17
     # top-k ties at the boundary also keep the lower ids.
-    p = pyspec.distribution(logits, pyspec.SamplingParams(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0))
+    p = pyspec.distribution(
+        logits, pyspec.SamplingParams(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0)
+    )
     assert set(np.flatnonzero(p)) == {17, 42}
 
 

@@ -19,6 +19,7 @@ with the host path on the very same decode, so the model's weights do not matter
 Writes every number to OUT.json and one line per check to stdout; exit status 1 when a
 check fails. Nothing about speed is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,19 @@ SEEDS = 24  # x 9 rows per configuration
 def _rows(llm, decoder, tokens) -> np.ndarray:
     decoder.remove_from(0)
     addr = decoder.decode(tokens, 0, len(tokens))
-    flat = np.ctypeslib.as_array((ctypes.c_float * (len(tokens) * llm.n_vocab())).from_address(addr))
+    flat = np.ctypeslib.as_array(
+        (ctypes.c_float * (len(tokens) * llm.n_vocab())).from_address(addr)
+    )
     return flat.reshape(len(tokens), llm.n_vocab()).copy()
 
 
 def check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama_cpp) -> dict:
     rows = _rows(llm, decoder, tokens)
-    configs = {"greedy": dict(temperature=0.0), "defaults": dict(temperature=0.8, top_k=40, top_p=0.95,
-                                                                  min_p=0.05),
-               "raw": dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)}
+    configs = {
+        "greedy": dict(temperature=0.0),
+        "defaults": dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05),
+        "raw": dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
+    }
     # Float arithmetic in the graph moves a draw only when its uniform falls within rounding
     # of a boundary: at most 1% of the rows with candidates cut, 2% for a raw softmax over the
     # whole vocabulary (README: In-graph sampling), plus one row for an exact tie.
@@ -58,9 +63,11 @@ def check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama
                 decoder.remove_from(0)
                 sampler.set_position(1)
                 decoder.decode_sampled(tokens, 0, len(tokens))
-                copied += sum(llama_cpp.llama_get_sampled_logits_count_ith(llm.ctx, i)
-                              + llama_cpp.llama_get_sampled_candidates_count_ith(llm.ctx, i)
-                              for i in range(len(tokens)))
+                copied += sum(
+                    llama_cpp.llama_get_sampled_logits_count_ith(llm.ctx, i)
+                    + llama_cpp.llama_get_sampled_candidates_count_ith(llm.ctx, i)
+                    for i in range(len(tokens))
+                )
                 graph = sampler.read(0, len(tokens))
             finally:
                 sampler.detach()
@@ -68,8 +75,11 @@ def check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama
             differ += int(np.sum(graph != np.array(host)))
         n = SEEDS * len(tokens)
         out[name] = {"rows": n, "differ": differ, "allowed": int(bound[name] * n) + 1}
-    return {"configs": out, "ok": all(c["differ"] <= c["allowed"] for c in out.values()),
-            "no_copy": {"floats_or_ids_kept": int(copied), "ok": copied == 0}}
+    return {
+        "configs": out,
+        "ok": all(c["differ"] <= c["allowed"] for c in out.values()),
+        "no_copy": {"floats_or_ids_kept": int(copied), "ok": copied == 0},
+    }
 
 
 def check_logprobs(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams) -> dict:
@@ -86,10 +96,18 @@ def check_logprobs(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams) -
     worst, same_top = 0.0, 0
     for i, g in enumerate(graph):
         h = pyspec.row_logprobs(rows[i], int(sampled[i]), 5)
-        worst = max(worst, abs(g.logprob - h.logprob), float(np.max(np.abs(g.top_logprobs - h.top_logprobs))))
+        worst = max(
+            worst,
+            abs(g.logprob - h.logprob),
+            float(np.max(np.abs(g.top_logprobs - h.top_logprobs))),
+        )
         same_top += int(np.array_equal(g.top_ids, h.top_ids))
-    return {"max_abs_diff": worst, "rows_with_same_top5": same_top, "rows": len(tokens),
-            "ok": worst <= 1e-4 and same_top >= len(tokens) - 1}
+    return {
+        "max_abs_diff": worst,
+        "rows_with_same_top5": same_top,
+        "rows": len(tokens),
+        "ok": worst <= 1e-4 and same_top >= len(tokens) - 1,
+    }
 
 
 def check_generate(path, kw, SpeculativeLlama) -> dict:
@@ -99,18 +117,28 @@ def check_generate(path, kw, SpeculativeLlama) -> dict:
         llm = SpeculativeLlama(path, sampling=sampling, adaptive=False, draft_max=8, **kw)
         try:
             out = llm.create_completion(prompt, max_tokens=48, seed=5)
-            tokens[sampling] = (out["choices"][0]["text"], llm.speculation.last.sampling,
-                                llm.speculation.last.accepted)
+            tokens[sampling] = (
+                out["choices"][0]["text"],
+                llm.speculation.last.sampling,
+                llm.speculation.last.accepted,
+            )
         finally:
             llm.close()
-    return {"host": tokens["host"][1], "graph": tokens["graph"][1], "accepted_graph": tokens["graph"][2],
-            "ok": tokens["graph"][0] == tokens["host"][0] and tokens["graph"][1] == "graph"}
+    return {
+        "host": tokens["host"][1],
+        "graph": tokens["graph"][1],
+        "accepted_graph": tokens["graph"][2],
+        "ok": tokens["graph"][0] == tokens["host"][0] and tokens["graph"][1] == "graph",
+    }
 
 
 def check_rounds(llm, decoder, SamplingParams, paired_rounds, pairs: int = 12) -> list:
     prompt = list(range(500, 560))
     out = []
-    for kind, params in (("greedy", SamplingParams.greedy_params(seed=1)), ("default", SamplingParams(seed=1))):
+    for kind, params in (
+        ("greedy", SamplingParams.greedy_params(seed=1)),
+        ("default", SamplingParams(seed=1)),
+    ):
         for k in (1, 4, 8, 16):
             n_past = len(prompt) - (k + 1)
             batch = prompt[n_past:]
@@ -127,26 +155,32 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-layers", type=int, default=-1)
     args = parser.parse_args(argv)
 
-    import llama_cpp  # noqa: PLC0415 - after argparse: --help works without them
+    import llama_cpp
 
-    import pyspec  # noqa: PLC0415
-    from pyspec.llama import SpeculativeLlama  # noqa: PLC0415
-    from pyspec.llama.graph.sampling import GraphSampler  # noqa: PLC0415
-    from pyspec.llama.speculative import model_output_on_gpu  # noqa: PLC0415
-    from pyspec.params import SamplingParams  # noqa: PLC0415
-    from pyspec.testing.graph_rounds import paired_rounds  # noqa: PLC0415
+    import pyspec
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.llama.graph.sampling import GraphSampler
+    from pyspec.llama.speculative import model_output_on_gpu
+    from pyspec.params import SamplingParams
+    from pyspec.testing.graph_rounds import paired_rounds
 
     kw = dict(n_ctx=512, n_threads=2, verbose=False, n_gpu_layers=args.gpu_layers)
-    report = {"llama_cpp_python": llama_cpp.__version__,
-              "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload())}
+    report = {
+        "llama_cpp_python": llama_cpp.__version__,
+        "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
+    }
     llm = SpeculativeLlama(args.model, sampling="graph", draft_max=16, **kw)
     report["n_vocab"] = llm.n_vocab()
     report["output_on_gpu"] = bool(model_output_on_gpu(llm))
     decoder = llm.speculation.decoder
     tokens = list(range(400, 409))
     steps = {
-        "rows": lambda: check_rows(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama_cpp),
-        "logprobs": lambda: check_logprobs(llm, decoder, tokens, pyspec, GraphSampler, SamplingParams),
+        "rows": lambda: check_rows(
+            llm, decoder, tokens, pyspec, GraphSampler, SamplingParams, llama_cpp
+        ),
+        "logprobs": lambda: check_logprobs(
+            llm, decoder, tokens, pyspec, GraphSampler, SamplingParams
+        ),
         "rounds": lambda: check_rounds(llm, decoder, SamplingParams, paired_rounds),
     }
     failed = []
@@ -154,25 +188,34 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             report[name] = step()
-        except Exception as exc:  # noqa: BLE001 - a device run reports every step it can
+        except Exception as exc:
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         ok = report[name].get("ok", True) if isinstance(report[name], dict) else True
         failed += [] if ok else [name]
-        print(f"graph check {name}: {'ok' if ok else 'FAILED'} ({time.perf_counter() - t0:.1f} s) "
-              f"{json.dumps(report[name])[:300]}", flush=True)
+        print(
+            f"graph check {name}: {'ok' if ok else 'FAILED'} ({time.perf_counter() - t0:.1f} s) "
+            f"{json.dumps(report[name])[:300]}",
+            flush=True,
+        )
     llm.close()
     try:
         report["generate"] = check_generate(args.model, kw, SpeculativeLlama)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report["generate"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     if not report["generate"]["ok"]:
         failed.append("generate")
-    print(f"graph check generate: {'ok' if report['generate']['ok'] else 'FAILED'} {json.dumps(report['generate'])}")
+    print(
+        "graph check generate:",
+        "ok" if report["generate"]["ok"] else "FAILED",
+        json.dumps(report["generate"]),
+    )
     report["failed"] = failed
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
-    print(f"graph checks: output on GPU {report['output_on_gpu']}, vocabulary {report['n_vocab']}, "
-          f"failed: {', '.join(failed) or 'none'}")
+    print(
+        f"graph checks: output on GPU {report['output_on_gpu']}, vocabulary {report['n_vocab']}, "
+        f"failed: {', '.join(failed) or 'none'}"
+    )
     return 1 if failed else 0
 
 

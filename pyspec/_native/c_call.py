@@ -1,6 +1,7 @@
 """The C side of a verify call: its descriptors (``pyspec_sequence``, ``pyspec_draft_probs``)
 filled the same way for the host and the device back end, and its status turned into an
 exception. Addresses are ints or cdata; 0 and None are NULL."""
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -44,10 +45,23 @@ class SequenceTable:
         self.seqs = ffi.new("pyspec_sequence[]", max(n_seqs, 1))
         self._keep = []
 
-    def fill(self, i: int, *, logits, row_stride: int, draft_tokens, n_draft: int,
-             position: int, params: SamplingParams, history=None, n_history: int = 0,
-             draft_rows: Optional[DraftRows] = None, out_tokens, out_n_accepted,
-             out_logprobs=None) -> None:
+    def fill(
+        self,
+        i: int,
+        *,
+        logits,
+        row_stride: int,
+        draft_tokens,
+        n_draft: int,
+        position: int,
+        params: SamplingParams,
+        history=None,
+        n_history: int = 0,
+        draft_rows: Optional[DraftRows] = None,
+        out_tokens,
+        out_n_accepted,
+        out_logprobs=None,
+    ) -> None:
         seq = self.seqs[i]
         seq.target_logits = pointer("void *", logits)
         seq.logits_row_stride = row_stride

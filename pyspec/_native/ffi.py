@@ -6,6 +6,7 @@ weakness of ABI mode, a hand-copied ``cdef`` that drifts from the real header, d
 apply: the declarations are read at import time from ``pyspec.h`` itself, the header the
 library was compiled against (installed beside it), between its PYSPEC_CDEF markers.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,11 @@ def _library_name() -> str:
 
 
 def _header_path(lib_path: Path) -> Path:
-    for candidate in (lib_path.parent / "pyspec.h", _PACKAGE_DIR / "pyspec.h",
-                      _PACKAGE_DIR.parent / "csrc" / "pyspec.h"):
+    for candidate in (
+        lib_path.parent / "pyspec.h",
+        _PACKAGE_DIR / "pyspec.h",
+        _PACKAGE_DIR.parent / "csrc" / "pyspec.h",
+    ):
         if candidate.is_file():
             return candidate
     raise ImportError(f"pyspec: cannot find pyspec.h beside {lib_path} or in {_PACKAGE_DIR}")
@@ -60,11 +64,14 @@ def _find_library() -> Path:
             return path
     hint = ""
     if (_PACKAGE_DIR.parent / "CMakeLists.txt").is_file():  # imported from a source checkout
-        hint = (f" This is the source tree ({_PACKAGE_DIR.parent}): Python imported pyspec from it "
-                "instead of the installed package; run from another directory (cd ~) after "
-                "`pip install .`, or set " + LIBRARY_ENV + " to a library built with CMake.")
+        hint = (
+            f" This is the source tree ({_PACKAGE_DIR.parent}): Python imported pyspec from it "
+            "instead of the installed package; run from another directory (cd ~) after "
+            "`pip install .`, or set " + LIBRARY_ENV + " to a library built with CMake."
+        )
     raise ImportError(
-        "pyspec: the compiled library was not found (looked in: " + ", ".join(searched)
+        "pyspec: the compiled library was not found (looked in: "
+        + ", ".join(searched)
         + f"). Install the package with `pip install .`, or point {LIBRARY_ENV} at a built "
         "libpyspec." + hint
     )

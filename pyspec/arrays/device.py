@@ -9,9 +9,11 @@ Two protocols are read:
   by the capsule's own destructor (the tensor is not consumed).
 
 ``describe`` turns either into an ``ArrayView`` (pointer, shape, strides in elements, dtype
-name, device index), the form ``pyspec.checks`` reads host arrays in too; ``where`` says whether an object is a host array, a device array or
-neither, so the callers can give clear errors for host/device mix-ups.
+name, device index), the form ``pyspec.checks`` reads host arrays in too; ``where`` says
+whether an object is a host array, a device array or neither, so the callers can give clear
+errors for host/device mix-ups.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,9 +22,14 @@ from typing import Optional
 import numpy as np
 
 from pyspec._native.abi import Status
-from pyspec.arrays.view import LOGIT_CODES  # noqa: F401 (re-exported: the logit element types)
-from pyspec.arrays.view import ITEMSIZE, ArrayView, contiguous_strides, element_strides
-from pyspec.errors import PyspecError
+from pyspec.arrays.view import (
+    ITEMSIZE,
+    LOGIT_CODES,  # noqa: F401 (re-exported: the logit element types)
+    ArrayView,
+    contiguous_strides,
+    element_strides,
+)
+from pyspec.errors import InvalidInputError, PyspecError
 
 # DLPack device types (dlpack.h): CPU, CUDA, CUDA host (pinned), CUDA managed.
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -30,15 +37,29 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT = 0, 1, 2, 4
 
 # pyspec element types: the C pyspec_dtype codes for logits, plus names for the others.
-_TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "<i4": "int32", "<i8": "int64", "<V2": "bfloat16"}
-_DL_NAMES = {(_DL_FLOAT, 32): "float32", (_DL_FLOAT, 16): "float16", (_DL_BFLOAT, 16): "bfloat16",
-             (_DL_INT, 32): "int32", (_DL_INT, 64): "int64", (_DL_FLOAT, 64): "float64"}
+_TYPESTR = {
+    "<f4": "float32",
+    "<f2": "float16",
+    "<f8": "float64",
+    "<i4": "int32",
+    "<i8": "int64",
+    "<V2": "bfloat16",
+}
+_DL_NAMES = {
+    (_DL_FLOAT, 32): "float32",
+    (_DL_FLOAT, 16): "float16",
+    (_DL_BFLOAT, 16): "bfloat16",
+    (_DL_INT, 32): "int32",
+    (_DL_INT, 64): "int64",
+    (_DL_FLOAT, 64): "float64",
+}
+
 
 def _dlpack_device(obj):
     try:
         dev_type, dev_id = obj.__dlpack_device__()
         return int(dev_type), int(dev_id)
-    except Exception:  # noqa: BLE001 - a broken protocol is "not a device array"
+    except Exception:
         return None
 
 
@@ -47,11 +68,11 @@ def _has_cai(obj) -> bool:
     (not AttributeError) for a CUDA tensor whose dtype the protocol cannot name (bfloat16),
     and AttributeError for a CPU tensor."""
     try:
-        getattr(obj, "__cuda_array_interface__")
+        obj.__cuda_array_interface__  # noqa: B018 (the property may raise: that is the test)
         return True
     except AttributeError:
         return False
-    except Exception:  # noqa: BLE001 - there, but unusable: DLPack may still describe it
+    except Exception:
         return True
 
 
@@ -61,7 +82,7 @@ _PLAIN_TYPES = (np.ndarray, list, tuple, int, float, str, bytes, type(None))
 
 
 def where(obj) -> str:
-    """"device" for a CUDA array, "host" for anything numpy can read in place, else "other"."""
+    """ "device" for a CUDA array, "host" for anything numpy can read in place, else "other"."""
     if type(obj) in _PLAIN_TYPES:
         return "host" if isinstance(obj, np.ndarray) else "other"
     if _has_cai(obj):
@@ -98,12 +119,16 @@ def _from_cai(obj, name: str) -> ArrayView:
     dtype = _TYPESTR.get(typestr, typestr)
     item = ITEMSIZE.get(dtype)
     if item is None:
-        raise PyspecError(f"{name} has element type {typestr!r}, which pyspec does not read",
-                          Status.DTYPE)
+        raise InvalidInputError(
+            f"{name} has element type {typestr!r}, which pyspec does not read", Status.DTYPE
+        )
     ptr = int(cai["data"][0])
     strides_b = cai.get("strides")
-    strides = (contiguous_strides(shape) if strides_b is None
-               else element_strides(strides_b, shape, item, name))
+    strides = (
+        contiguous_strides(shape)
+        if strides_b is None
+        else element_strides(strides_b, shape, item, name)
+    )
     return ArrayView(ptr, shape, strides, dtype, _cai_device(obj), obj)
 
 
@@ -116,9 +141,15 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 def _capsule_pointer(capsule) -> int:
@@ -131,16 +162,17 @@ def _capsule_pointer(capsule) -> int:
 def _from_dlpack(obj, name: str) -> ArrayView:
     try:
         capsule = obj.__dlpack__()
-    except Exception as exc:  # noqa: BLE001
-        raise PyspecError(f"{name}: __dlpack__() failed: {exc}", Status.DTYPE) from exc
+    except Exception as exc:
+        raise InvalidInputError(f"{name}: __dlpack__() failed: {exc}", Status.DTYPE) from exc
     t = _DLTensor.from_address(_capsule_pointer(capsule))  # DLManagedTensor starts with it
     if t.dtype.lanes != 1:
-        raise PyspecError(f"{name} is a vector type (lanes {t.dtype.lanes})", Status.DTYPE)
-    dtype = _DL_NAMES.get((t.dtype.code, t.dtype.bits), f"dlpack(code={t.dtype.code}, bits={t.dtype.bits})")
+        raise InvalidInputError(f"{name} is a vector type (lanes {t.dtype.lanes})", Status.DTYPE)
+    dtype = _DL_NAMES.get(
+        (t.dtype.code, t.dtype.bits), f"dlpack(code={t.dtype.code}, bits={t.dtype.bits})"
+    )
     ndim = t.ndim
     shape = tuple(t.shape[i] for i in range(ndim))
-    strides = (tuple(t.strides[i] for i in range(ndim)) if t.strides
-               else contiguous_strides(shape))
+    strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else contiguous_strides(shape)
     ptr = (t.data or 0) + t.byte_offset
     # The capsule (not consumed) frees the DLManagedTensor when it goes; keep it and the
     # object alive together while the pointer is in use.
@@ -154,9 +186,11 @@ def describe(obj, name: str) -> ArrayView:
             return _from_cai(obj, name)
         except PyspecError:
             raise
-        except Exception:  # noqa: BLE001 - e.g. PyTorch bfloat16 has no CAI typestr
+        except Exception:
             if not hasattr(obj, "__dlpack__"):
                 raise
     if hasattr(obj, "__dlpack__") and is_device_array(obj):
         return _from_dlpack(obj, name)
-    raise PyspecError(f"{name} is not a CUDA device array ({type(obj).__name__})", Status.CUDA)
+    raise InvalidInputError(
+        f"{name} is not a CUDA device array ({type(obj).__name__})", Status.CUDA
+    )

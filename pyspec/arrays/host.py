@@ -1,27 +1,36 @@
 """Host arrays: numpy (or anything with the array protocol) read in place, without copies."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from pyspec.arrays import device as device_arrays
 from pyspec._native.abi import Dtype, Status
+from pyspec.arrays import device as device_arrays
 from pyspec.arrays.view import ArrayView, element_strides
-from pyspec.errors import PyspecError
+from pyspec.errors import InvalidInputError
 
-DTYPE_NAMES = {"float32": Dtype.F32, "f32": Dtype.F32, "float16": Dtype.F16, "f16": Dtype.F16,
-               "bfloat16": Dtype.BF16, "bf16": Dtype.BF16}
+DTYPE_NAMES = {
+    "float32": Dtype.F32,
+    "f32": Dtype.F32,
+    "float16": Dtype.F16,
+    "f16": Dtype.F16,
+    "bfloat16": Dtype.BF16,
+    "bf16": Dtype.BF16,
+}
 
 
 def dtype_code(name) -> int:
     """The pyspec_dtype code for a dtype name ("float32", "float16", "bfloat16", ...)."""
     code = DTYPE_NAMES.get(str(name))
     if code is None:
-        raise PyspecError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {name!r}", Status.DTYPE)
+        raise InvalidInputError(
+            f"dtype must be one of {sorted(DTYPE_NAMES)}, got {name!r}", Status.DTYPE
+        )
     return code
 
 
-def shape_error(message: str) -> PyspecError:
-    return PyspecError(message, Status.SHAPE)
+def shape_error(message: str) -> InvalidInputError:
+    return InvalidInputError(message, Status.SHAPE)
 
 
 def as_array(obj, name: str) -> np.ndarray:
@@ -32,20 +41,25 @@ def as_array(obj, name: str) -> np.ndarray:
     if isinstance(obj, np.ndarray):
         return obj
     if device_arrays.is_device_array(obj):
-        raise PyspecError(f"{name} lives on a CUDA device but this call reads host arrays "
-                          "(device logits are verified on the GPU by pyspec.verify / "
-                          "verify_batch, with draft_probs on the same device; sample and "
-                          "distribution are host-only)", Status.DTYPE)
+        raise InvalidInputError(
+            f"{name} lives on a CUDA device but this call reads host arrays "
+            "(device logits are verified on the GPU by pyspec.verify / "
+            "verify_batch, with draft_probs on the same device; sample and "
+            "distribution are host-only)",
+            Status.DTYPE,
+        )
     try:
         return np.asarray(obj)
-    except Exception as exc:  # noqa: BLE001 - report what the argument was
-        raise PyspecError(f"{name} is not an array ({type(obj).__name__}): {exc}",
-                          Status.DTYPE) from exc
+    except Exception as exc:
+        raise InvalidInputError(
+            f"{name} is not an array ({type(obj).__name__}): {exc}", Status.DTYPE
+        ) from exc
 
 
 # numpy's dtype.name is computed on every read (microseconds); the common ones are looked up.
-_DTYPE_NAMES = {np.dtype(t): np.dtype(t).name for t in (np.float32, np.float16, np.float64,
-                                                         np.int32, np.int64)}
+_DTYPE_NAMES = {
+    np.dtype(t): np.dtype(t).name for t in (np.float32, np.float16, np.float64, np.int32, np.int64)
+}
 
 
 def host_view(obj, name: str) -> ArrayView:
@@ -66,12 +80,15 @@ def token_ids(obj, name: str, n_vocab: int) -> np.ndarray:
     if arr.ndim != 1:
         raise shape_error(f"{name} must be 1-D, got shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
-        raise PyspecError(f"{name} must hold integer token ids, got {arr.dtype}", Status.DTYPE)
+        raise InvalidInputError(
+            f"{name} must hold integer token ids, got {arr.dtype}", Status.DTYPE
+        )
     bad = np.flatnonzero((arr < 0) | (arr >= n_vocab))
     if bad.size:
         i = int(bad[0])
-        raise PyspecError(f"{name}[{i}] = {int(arr[i])} is outside [0, n_vocab = {n_vocab})",
-                          Status.TOKEN)
+        raise InvalidInputError(
+            f"{name}[{i}] = {int(arr[i])} is outside [0, n_vocab = {n_vocab})", Status.TOKEN
+        )
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 

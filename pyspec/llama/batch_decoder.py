@@ -5,11 +5,14 @@ evaluated token (prompt included) gets a vocabulary-wide row copied into ``score
 a batch asks llama.cpp for outputs only on its last ``n_outputs`` tokens, and the verifier
 reads llama.cpp's logits buffer in place.
 """
+
 from __future__ import annotations
 
 import ctypes
 
 import llama_cpp
+
+from pyspec.errors import InvalidInputError, PyspecRuntimeError
 
 
 class BatchDecoder:
@@ -34,7 +37,9 @@ class BatchDecoder:
         """Drops every KV cell at ``position`` and after (rejected drafts)."""
         mem = llama_cpp.llama_get_memory(self.ctx)
         if not llama_cpp.llama_memory_seq_rm(mem, 0, position, -1):
-            raise RuntimeError(f"llama.cpp refused to remove KV cells from position {position}")
+            raise PyspecRuntimeError(
+                f"llama.cpp refused to remove KV cells from position {position}"
+            )
 
     def decode(self, tokens, n_past: int, n_outputs: int) -> int:
         """Evaluates ``tokens`` at positions ``n_past...``; llama.cpp keeps logits for the last
@@ -43,11 +48,17 @@ class BatchDecoder:
         self._evaluate(tokens, n_past, n_outputs)
         n = len(tokens)
         first_output = n - n_outputs
-        first = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p).value
+        first = ctypes.cast(
+            llama_cpp.llama_get_logits_ith(self.ctx, first_output), ctypes.c_void_p
+        ).value
         if n_outputs > 1:
-            last = ctypes.cast(llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p).value
+            last = ctypes.cast(
+                llama_cpp.llama_get_logits_ith(self.ctx, n - 1), ctypes.c_void_p
+            ).value
             if last - first != (n_outputs - 1) * self._row_bytes:
-                raise RuntimeError("llama.cpp's output rows are not contiguous in batch order")
+                raise PyspecRuntimeError(
+                    "llama.cpp's output rows are not contiguous in batch order"
+                )
         return first
 
     def decode_sampled(self, tokens, n_past: int, n_outputs: int) -> None:
@@ -58,9 +69,9 @@ class BatchDecoder:
     def _evaluate(self, tokens, n_past: int, n_outputs: int) -> None:
         n = len(tokens)
         if not 1 <= n <= self.capacity:
-            raise ValueError(f"batch of {n} tokens (capacity {self.capacity})")
+            raise InvalidInputError(f"batch of {n} tokens (capacity {self.capacity})")
         if not 1 <= n_outputs <= n:
-            raise ValueError(f"n_outputs {n_outputs} for a batch of {n}")
+            raise InvalidInputError(f"n_outputs {n_outputs} for a batch of {n}")
         b = self._batch
         b.n_tokens = n
         first_output = n - n_outputs
@@ -72,4 +83,6 @@ class BatchDecoder:
             b.logits[i] = i >= first_output
         rc = llama_cpp.llama_decode(self.ctx, b)
         if rc != 0:
-            raise RuntimeError(f"llama_decode returned {rc} for a batch of {n} at position {n_past}")
+            raise PyspecRuntimeError(
+                f"llama_decode returned {rc} for a batch of {n} at position {n_past}"
+            )

@@ -15,28 +15,33 @@ lower id where llama-cpp-python's descending sort keeps the higher; the values a
 log-softmax to within float rounding of the normaliser (a fixed-point sum on the host, a
 float sum in the graph, numpy's float sum in llama-cpp-python).
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
+
+from pyspec.errors import InvalidInputError
 
 
 def check_n_top(logprobs) -> int:
     """llama-cpp-python's ``logprobs`` argument: how many top tokens each entry lists. A bool
     counts as the int it is (llama-cpp-python lists one top token for True, none for False)."""
     if not isinstance(logprobs, int) or logprobs < 0:
-        raise ValueError(f"logprobs must be an int >= 0 (top tokens listed per emitted token), "
-                         f"got {logprobs!r}")
+        raise InvalidInputError(
+            f"logprobs must be an int >= 0 (top tokens listed per emitted token), got {logprobs!r}"
+        )
     return int(logprobs)
 
 
-def completion_logprobs(llama, prompt, emitted: Sequence[tuple], n_completion: int,
-                        n_top: int) -> dict:
+def completion_logprobs(
+    llama, prompt, emitted: Sequence[tuple], n_completion: int, n_top: int
+) -> dict:
     """The ``logprobs`` of a non-echo completion. ``emitted``: the loop's (token, RowLogprobs)
     per generated token; ``n_completion``: llama-cpp-python's ``completion_tokens`` count,
     which with an empty prompt includes a BOS of its own, put first, that nobody generated."""
     bos = llama.token_bos()
     lead = [] if len(prompt) > 0 else [bos]
-    emitted = list(emitted[:n_completion - len(lead)])
+    emitted = list(emitted[: n_completion - len(lead)])
     completion_tokens = lead + [token for token, _ in emitted]
     text_offset = len(prompt)
 
@@ -55,9 +60,15 @@ def completion_logprobs(llama, prompt, emitted: Sequence[tuple], n_completion: i
         token_logprobs.append(record.logprob)
         # Most likely first, as llama-cpp-python's sorted list: a later entry with the same
         # text overwrites an earlier one, and the emitted token's own entry comes last.
-        top = {text([int(i)], before): float(lp)
-               for i, lp in zip(record.top_ids[:n_top], record.top_logprobs[:n_top])}
+        top = {
+            text([int(i)], before): float(lp)
+            for i, lp in zip(record.top_ids[:n_top], record.top_logprobs[:n_top])
+        }
         top[token_str] = record.logprob
         top_logprobs.append(top)
-    return {"tokens": tokens, "text_offset": offsets, "token_logprobs": token_logprobs,
-            "top_logprobs": top_logprobs}
+    return {
+        "tokens": tokens,
+        "text_offset": offsets,
+        "token_logprobs": token_logprobs,
+        "top_logprobs": top_logprobs,
+    }

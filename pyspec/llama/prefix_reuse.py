@@ -16,6 +16,7 @@ at a near-boundary. Two rules keep it reproducible:
   fresh object, whatever was evaluated before, at the price of re-evaluating up to
   ``n_batch - 1`` cached tokens per request.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ import numpy as np
 
 @dataclass
 class SavedEvaluation:
-    tokens: tuple              # the context evaluated
-    start: int                 # the position its evaluation started at (cells before: kept)
+    tokens: tuple  # the context evaluated
+    start: int  # the position its evaluation started at (cells before: kept)
     row: Optional[np.ndarray]  # a copy of the logits after its last token (None: not kept)
 
 

@@ -5,6 +5,7 @@ The loop (``Speculation.generate``) fills one per round; the cost model
 read it, and the offline replay (``pyspec.testing.replay``) fills the same record from a
 recorded generation, so the replay and the loop cannot drift apart in what they report.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,15 +16,15 @@ from typing import Hashable, Optional
 class Round:
     """One round: drafts offered and verified, the target pass, what was emitted, times."""
 
-    bucket: Hashable = None       # the kind of draft (Draft.bucket), the key of its acceptance
-    offered: int = 0              # drafts offered for verification (after the cost model's cut)
-    verified: int = 0             # drafts verified (a grammar may have cut some of the offered)
-    accepted: int = 0             # drafts accepted
-    emitted: int = 1              # tokens the round emitted (accepted + corrective or bonus)
-    batch: int = 1                # tokens in the target's forward pass
-    target_seconds: float = 0.0   # the forward pass
-    verify_seconds: float = 0.0   # the fused verifier (or reading the in-graph samples)
-    draft_seconds: float = 0.0    # wall time in the drafter
+    bucket: Hashable = None  # the kind of draft (Draft.bucket), the key of its acceptance
+    offered: int = 0  # drafts offered for verification (after the cost model's cut)
+    verified: int = 0  # drafts verified (a grammar may have cut some of the offered)
+    accepted: int = 0  # drafts accepted
+    emitted: int = 1  # tokens the round emitted (accepted + corrective or bonus)
+    batch: int = 1  # tokens in the target's forward pass
+    target_seconds: float = 0.0  # the forward pass
+    verify_seconds: float = 0.0  # the fused verifier (or reading the in-graph samples)
+    draft_seconds: float = 0.0  # wall time in the drafter
     # A costly drafter's (draft model's) tokens and their steady time, without a first call's
     # catch-up; 0 for a free drafter, whose cost the controller does not model.
     drafter_tokens: int = 0
@@ -31,7 +32,7 @@ class Round:
     # Tokens a costly drafter evaluated before drafting (it had not seen them), and the time.
     catch_up_tokens: int = 0
     catch_up_seconds: float = 0.0
-    round_seconds: float = 0.0    # the whole round, bookkeeping included
+    round_seconds: float = 0.0  # the whole round, bookkeeping included
     # A plain round of a drafter that drafted anyway: whether its first draft token is the
     # token the round emitted (an acceptance observation for free); None otherwise.
     shadow_match: Optional[bool] = None

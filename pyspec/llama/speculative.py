@@ -9,6 +9,7 @@ are applied to every verify row before the fused verifier samples it
 (mirostat, typical-p) run llama-cpp-python's plain loop instead, and the log says so once per
 reason: the distribution is never silently changed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,6 @@ import ctypes
 import functools
 import inspect
 import logging
-import os
 import secrets
 import threading
 import time
@@ -24,67 +24,95 @@ import types
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 import llama_cpp
+import numpy as np
 
 from pyspec._native.abi import MAX_GRAPH_TOP, MAX_PENALTY_WINDOW
 from pyspec.checks import penalty_window
-from pyspec.errors import InvalidRequestError, PyspecError
+from pyspec.errors import (
+    ArgumentTypeError,
+    ClosedError,
+    InvalidInputError,
+    InvalidRequestError,
+    PyspecError,
+    PyspecRuntimeError,
+)
+from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
+from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.llama.constraints.rows import RowConstraints
+from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.base import Draft, Drafter
+from pyspec.llama.drafting.callable import CallableDrafter
+from pyspec.llama.drafting.choice import size_ratio
+from pyspec.llama.drafting.combined import CombinedDrafter
+from pyspec.llama.drafting.cost_cache import (
+    cost_cache_file,
+    drafter_cache_file,
+    load_drafter_record,
+    load_ratios,
+    save_drafter_record,
+    save_ratios,
+)
+from pyspec.llama.drafting.draft_model import DraftModel
+from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.drafting.request_memory import RequestMemory
 from pyspec.llama.graph.build import GraphSamplerUnavailable
+from pyspec.llama.graph.sampling import GraphSampler, graph_unavailable_reason, point_mass_result
+from pyspec.llama.options import (
+    check_draft_range,
+    check_llama_threads,
+    check_sampling_mode,
+    memory_size,
+)
+from pyspec.llama.prefix_reuse import PrefixReuse
+from pyspec.llama.rounds import Round
 from pyspec.llama.runtime.guard import check_llama_build
+from pyspec.llama.stats import SpeculationStats
 from pyspec.params import SamplingParams
 from pyspec.request import LogitsPointer, VerifyResult
 from pyspec.verifier import row_logprobs, verify, verify_from_pointer
-from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
-from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
-from pyspec.llama.constraints.rows import RowConstraints
-from pyspec.llama.drafting.cost_cache import cost_cache_file, drafter_cache_file, load_drafter_record, load_ratios, save_drafter_record, save_ratios
-from pyspec.llama.drafting.choice import size_ratio
-from pyspec.llama.drafting.base import Draft, Drafter
-from pyspec.llama.drafting.callable import CallableDrafter
-from pyspec.llama.drafting.draft_model import DraftModel
-from pyspec.llama.drafting.combined import CombinedDrafter
-from pyspec.llama.drafting.lookup import PromptLookup
-from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS, RequestMemory
-from pyspec.llama.prefix_reuse import PrefixReuse
-from pyspec.llama.constraints.grammar import GrammarState
-from pyspec.llama.graph.sampling import GraphSampler, graph_unavailable_reason, point_mass_result
-from pyspec.llama.rounds import Round
-from pyspec.llama.stats import SpeculationStats
 
 log = logging.getLogger("pyspec")
 
-# Where verify rows are sampled: "graph" inside llama.cpp's graph (libpyspec_llama; only
-# tokens reach the host), "host" by libpyspec over llama.cpp's logits buffer, "auto" in the
-# graph when the model's logits are computed on a GPU and the request allows it, on the host
-# otherwise (said once per reason in the log).
-SAMPLING_MODES = ("auto", "graph", "host")
 
-
-def check_sampling_mode(sampling: str) -> None:
-    if sampling not in SAMPLING_MODES:
-        raise ValueError(f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, "
-                         f"got {sampling!r}")
-
-
-def sampling_params_for(temp: float, top_k: int, top_p: float, min_p: float, seed: int, *,
-                        repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
-                        presence_penalty: float = 0.0, penalty_last_n: int = 64) -> SamplingParams:
+def sampling_params_for(
+    temp: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    seed: int,
+    *,
+    repeat_penalty: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
+    penalty_last_n: int = 64,
+) -> SamplingParams:
     """llama-cpp-python's sampling arguments as pyspec SamplingParams (same chain:
     penalties first, then greedy, or top-k, top-p, min-p, temperature)."""
     seed %= 2**64
-    penalties = dict(repeat_penalty=float(repeat_penalty), frequency_penalty=float(frequency_penalty),
-                     presence_penalty=float(presence_penalty),
-                     penalty_last_n=max(0, min(int(penalty_last_n), MAX_PENALTY_WINDOW)))
+    penalties = dict(
+        repeat_penalty=float(repeat_penalty),
+        frequency_penalty=float(frequency_penalty),
+        presence_penalty=float(presence_penalty),
+        penalty_last_n=max(0, min(int(penalty_last_n), MAX_PENALTY_WINDOW)),
+    )
     if temp == 0.0:
-        return SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties)
+        return SamplingParams(
+            temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties
+        )
     if temp < 0.0:  # llama-cpp-python: a draw from the raw softmax, no transforms
-        return SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties)
-    return SamplingParams(temperature=float(temp), top_k=int(top_k),
-                          top_p=min(max(float(top_p), 1e-9), 1.0),  # p <= 0 keeps the top one
-                          min_p=min(float(min_p), 1.0), seed=seed, **penalties)
+        return SamplingParams(
+            temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, **penalties
+        )
+    return SamplingParams(
+        temperature=float(temp),
+        top_k=int(top_k),
+        top_p=min(max(float(top_p), 1e-9), 1.0),  # p <= 0 keeps the top one
+        min_p=min(float(min_p), 1.0),
+        seed=seed,
+        **penalties,
+    )
 
 
 def unsupported_reason(*, typical_p=1.0, mirostat_mode=0) -> str:
@@ -96,18 +124,6 @@ def unsupported_reason(*, typical_p=1.0, mirostat_mode=0) -> str:
     return ""
 
 
-def memory_size(memory) -> int:
-    """Tokens the memory of earlier requests may hold: True is the default cap, False or 0
-    no memory, an int that many tokens."""
-    if memory is True:
-        return DEFAULT_MAX_TOKENS
-    if memory is False or memory is None:
-        return 0
-    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
-        raise ValueError(f"memory must be True, False or a number of tokens >= 0, got {memory!r}")
-    return memory
-
-
 def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
     """A Drafter from what the user passed: None or "lookup", a GGUF path, a Llama, a
     llama-cpp-python LlamaDraftModel (or any callable ids -> ids), a Drafter, or a list of
@@ -116,8 +132,10 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
         if len(draft) == 1:
             return make_drafter(draft[0], target, draft_p_min)
         if len(draft) != 2:
-            raise ValueError(f"draft takes a list of two drafters (free first, e.g. ['lookup', "
-                             f"'draft.gguf']), got {len(draft)}")
+            raise InvalidInputError(
+                f"draft takes a list of two drafters (free first, e.g. ['lookup', "
+                f"'draft.gguf']), got {len(draft)}"
+            )
         free = make_drafter(draft[0], target, draft_p_min)
         try:
             return CombinedDrafter(free, make_drafter(draft[1], target, draft_p_min))
@@ -129,15 +147,21 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
     if isinstance(draft, Drafter):
         drafter = draft
     elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
-        drafter = DraftModel(draft, p_min=draft_p_min, n_ctx=target.n_ctx(),
-                             n_threads=target.context_params.n_threads)
+        drafter = DraftModel(
+            draft,
+            p_min=draft_p_min,
+            n_ctx=target.n_ctx(),
+            n_threads=target.context_params.n_threads,
+        )
     elif isinstance(draft, llama_cpp.Llama):
         drafter = DraftModel(draft, p_min=draft_p_min)
     elif callable(draft):
         return CallableDrafter(draft, target.n_vocab())
     else:
-        raise TypeError(f"draft must be None, 'lookup', a GGUF path, a llama_cpp.Llama, a "
-                        f"LlamaDraftModel or a pyspec Drafter; got {type(draft).__name__}")
+        raise ArgumentTypeError(
+            f"draft must be None, 'lookup', a GGUF path, a llama_cpp.Llama, a "
+            f"LlamaDraftModel or a pyspec Drafter; got {type(draft).__name__}"
+        )
     if isinstance(drafter, DraftModel):
         drafter.check_compatible(target)
     return drafter
@@ -146,31 +170,51 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
 class Speculation:
     """The speculative state attached to one Llama: drafter, controller, statistics."""
 
-    def __init__(self, llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
-                 draft_min: int = 0, draft_p_min: float = 0.0, adaptive: bool = True,
-                 sampling: str = "auto", reproducible: bool = False, memory=True):
+    def __init__(
+        self,
+        llama: llama_cpp.Llama,
+        draft=None,
+        *,
+        draft_max: int = 16,
+        draft_min: int = 0,
+        draft_p_min: float = 0.0,
+        adaptive: bool = True,
+        sampling: str = "auto",
+        reproducible: bool = False,
+        memory=True,
+    ):
         check_sampling_mode(sampling)
         memory_tokens = memory_size(memory)
-        if not 0 <= draft_min <= draft_max <= 64:
-            raise ValueError(f"need 0 <= draft_min <= draft_max <= 64, got draft_min={draft_min}, "
-                             f"draft_max={draft_max}")
+        check_draft_range(draft_min, draft_max)
         # "auto" samples in the graph where that saves a device-to-host copy of the rows: on a
         # model whose output layer runs on a GPU. On the CPU the rows are in host memory
         # already, and the host path measured faster (README: In-graph sampling).
-        auto_host = "" if sampling != "auto" or model_output_on_gpu(llama) else (
-            "the model runs on the CPU, where the host path reads llama.cpp's rows in place "
-            "and measured faster (sampling='graph' forces the graph)")
+        auto_host = (
+            ""
+            if sampling != "auto" or model_output_on_gpu(llama)
+            else (
+                "the model runs on the CPU, where the host path reads llama.cpp's rows in place "
+                "and measured faster (sampling='graph' forces the graph)"
+            )
+        )
         # Why no request can be sampled in the graph with this context ('' when they can):
         # checked before anything is allocated.
-        graph_unavailable = ("" if sampling == "host" or auto_host
-                             else self._graph_context_reason(llama, draft_max + 1))
+        graph_unavailable = (
+            ""
+            if sampling == "host" or auto_host
+            else self._graph_context_reason(llama, draft_max + 1)
+        )
         if sampling == "graph" and graph_unavailable:
             raise GraphSamplerUnavailable(f"sampling='graph': {graph_unavailable}")
         if llama.n_ctx() <= draft_max + 1:
-            raise ValueError(f"draft_max {draft_max} leaves no room in a context of {llama.n_ctx()}")
+            raise InvalidInputError(
+                f"draft_max {draft_max} leaves no room in a context of {llama.n_ctx()}"
+            )
         if draft_max + 1 > llama.n_batch:  # llama.cpp aborts on a batch above n_batch
-            raise ValueError(f"draft_max {draft_max} needs n_batch >= {draft_max + 1}, "
-                             f"this Llama has n_batch {llama.n_batch}")
+            raise InvalidInputError(
+                f"draft_max {draft_max} needs n_batch >= {draft_max + 1}, "
+                f"this Llama has n_batch {llama.n_batch}"
+            )
         self.llama = llama
         self.reproducible = bool(reproducible)
         self.drafter = make_drafter(draft, llama, draft_p_min)
@@ -181,21 +225,27 @@ class Speculation:
         self.free_drafter = next((d for d in members if d.free), None)
         self.costly_drafter = next((d for d in members if not d.free), None)
         self.memory: Optional[RequestMemory] = None
-        if (memory_tokens and adaptive and not self.reproducible
-                and isinstance(self.free_drafter, PromptLookup)):
+        if (
+            memory_tokens
+            and adaptive
+            and not self.reproducible
+            and isinstance(self.free_drafter, PromptLookup)
+        ):
             self.memory = RequestMemory(memory_tokens)
             self.free_drafter.use_memory(self.memory)
         watch = FREE_DRAFTER if self.free_drafter is not None else COSTLY_DRAFTER
-        self.controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
-                                                watch=watch)
+        self.controller = DraftLengthController(
+            draft_min, draft_max, fixed=not adaptive, watch=watch
+        )
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
         if self.costly_drafter is not None:
             self.costly_controller = self.controller
             if self.free_drafter is not None:
-                self.costly_controller = DraftLengthController(draft_min, draft_max, fixed=not adaptive,
-                                                               watch=COSTLY_DRAFTER)
+                self.costly_controller = DraftLengthController(
+                    draft_min, draft_max, fixed=not adaptive, watch=COSTLY_DRAFTER
+                )
                 self.costly_controller.costs = self.controller.costs
         self.decoder = BatchDecoder(llama.ctx, llama.n_vocab(), llama.n_batch)
         # What the target's cache holds, so that a repeated request gives the same rows;
@@ -232,7 +282,9 @@ class Speculation:
         self._drafter_file = None
         if isinstance(self.costly_drafter, DraftModel):
             dm = self.costly_drafter
-            self.costly_controller.draft_cost_ratio = size_ratio(dm.llama.model_path, llama.model_path)
+            self.costly_controller.draft_cost_ratio = size_ratio(
+                dm.llama.model_path, llama.model_path
+            )
             self._drafter_file = drafter_cache_file(self._cost_file, dm.llama)
             self.costly_controller.use_drafter_record(load_drafter_record(self._drafter_file))
         self.sampling = sampling
@@ -246,16 +298,26 @@ class Speculation:
         """Why no request can be sampled in this context's graph ('' when they can)."""
         per_seq = int(llama.context_params.n_outputs_max_per_seq)
         if per_seq and per_seq < rows:
-            return (f"this Llama's context samples at most {per_seq} output(s) per sequence in the "
-                    f"graph (llama-cpp-python's default is 1); a verify round needs {rows}: create "
-                    f"the model with SpeculativeLlama, which asks llama.cpp for draft_max + 1")
+            return (
+                f"this Llama's context samples at most {per_seq} output(s) per sequence in the "
+                f"graph (llama-cpp-python's default is 1); a verify round needs {rows}: create "
+                f"the model with SpeculativeLlama, which asks llama.cpp for draft_max + 1"
+            )
         if int(llama.context_params.n_ubatch) < rows:
-            return (f"n_ubatch {llama.context_params.n_ubatch} splits a verify round of {rows} rows "
-                    f"over several graphs")
+            return (
+                f"n_ubatch {llama.context_params.n_ubatch} splits a verify round of {rows} rows "
+                f"over several graphs"
+            )
         return graph_unavailable_reason()
 
-    def _host_reason(self, params: SamplingParams, constraints, logit_rows: bool,
-                     stopping_criteria, logprobs_top: Optional[int] = None) -> str:
+    def _host_reason(
+        self,
+        params: SamplingParams,
+        constraints,
+        logit_rows: bool,
+        stopping_criteria,
+        logprobs_top: Optional[int] = None,
+    ) -> str:
         """Why this request's rows must be sampled on the host ('' when they can be sampled
         in the graph)."""
         if self.sampling == "host":
@@ -273,32 +335,48 @@ class Speculation:
         if stopping_criteria is not None:
             return "stopping_criteria (they read each emitted token's row)"
         if not self.drafter.point_mass(params):
-            return "draft probabilities (a draft model sampling at temperature > 0 is verified by rejection sampling against its q)"
+            return (
+                "draft probabilities (a draft model sampling at temperature > 0 is "
+                "verified by rejection sampling against its q)"
+            )
         return ""
 
-    def _choose_sampling(self, params: SamplingParams, constraints, logit_rows: bool,
-                         stopping_criteria, stats: SpeculationStats,
-                         logprobs_top: Optional[int] = None) -> None:
+    def _choose_sampling(
+        self,
+        params: SamplingParams,
+        constraints,
+        logit_rows: bool,
+        stopping_criteria,
+        stats: SpeculationStats,
+        logprobs_top: Optional[int] = None,
+    ) -> None:
         """Attaches the in-graph sampler for this request when it can be used (computing
         ``logprobs_top`` top logprobs per row when that is set)."""
-        reason = self._host_reason(params, constraints, logit_rows, stopping_criteria,
-                                   logprobs_top)
+        reason = self._host_reason(params, constraints, logit_rows, stopping_criteria, logprobs_top)
         if not reason:
             try:
-                self._graph = GraphSampler(self.llama.ctx, params, self.controller.draft_max + 1,
-                                           n_top=logprobs_top)
+                self._graph = GraphSampler(
+                    self.llama.ctx, params, self.controller.draft_max + 1, n_top=logprobs_top
+                )
             except (PyspecError, GraphSamplerUnavailable) as exc:
                 if self.sampling == "graph":
                     raise
                 reason = self.graph_unavailable = str(exc)
         if reason and self.sampling == "graph":
-            raise InvalidRequestError(f"sampling='graph' cannot sample this request in the graph: "
-                                      f"{reason}; use sampling='auto' or 'host'")
-        stats.sampling = "graph" if self._graph is not None else (
-            "host" if self.sampling == "host" else f"host: {reason}")
+            raise InvalidRequestError(
+                f"sampling='graph' cannot sample this request in the graph: "
+                f"{reason}; use sampling='auto' or 'host'"
+            )
+        stats.sampling = (
+            "graph"
+            if self._graph is not None
+            else ("host" if self.sampling == "host" else f"host: {reason}")
+        )
         if reason and self.sampling == "auto":
-            self._say_once(reason, f"pyspec: verify rows sampled on the host, not in llama.cpp's "
-                                   f"graph: {reason}")
+            self._say_once(
+                reason,
+                f"pyspec: verify rows sampled on the host, not in llama.cpp's graph: {reason}",
+            )
 
     def _detach_graph(self) -> None:
         graph, self._graph = self._graph, None
@@ -327,8 +405,11 @@ class Speculation:
     def fallback(self, reason: str) -> SpeculationStats:
         if reason not in self._reported:
             self._reported.add(reason)
-            log.warning("pyspec: %s is not verified by the fused verifier yet; requests that use "
-                        "it run llama-cpp-python's plain decoding loop", reason)
+            log.warning(
+                "pyspec: %s is not verified by the fused verifier yet; requests that use "
+                "it run llama-cpp-python's plain decoding loop",
+                reason,
+            )
         self.last = SpeculationStats(fallback_reason=reason)
         self.prefix_reuse.forget()  # llama-cpp-python's loop evaluates into the context
         return self.last
@@ -352,7 +433,12 @@ class Speculation:
                 common = limit if same.all() else int(np.argmin(same))
         t0 = time.perf_counter()
         repeat = reuse.repeat_of(tokens, common)
-        if repeat is not None and repeat.row is not None and not prompt_rows and self._graph is None:
+        if (
+            repeat is not None
+            and repeat.row is not None
+            and not prompt_rows
+            and self._graph is None
+        ):
             # The same prompt again: its last row as it was computed, without a decode (a
             # replayed last token would give a one-token row that differs slightly).
             self._roll_back(len(tokens))
@@ -369,7 +455,7 @@ class Speculation:
         llama.n_tokens = keep
         body = tokens[keep:]
         for i in range(0, len(body), llama.n_batch):
-            chunk = body[i: i + llama.n_batch]
+            chunk = body[i : i + llama.n_batch]
             n_outputs = len(chunk) if prompt_rows else 1
             first = self._decode(chunk, n_outputs)
             reuse.decoded(keep + i, len(chunk))
@@ -384,7 +470,7 @@ class Speculation:
     def _keep_rows(self, addr: int, position: int, n: int) -> None:
         """Copies n logits rows into llama-cpp-python's ``scores[position:position + n]``
         (row p: the logits after the token at p), which its logprobs code reads."""
-        self.llama.scores[position: position + n, :] = self._rows(addr, n)
+        self.llama.scores[position : position + n, :] = self._rows(addr, n)
 
     def _decode(self, batch: list, n_outputs: int) -> int:
         llama = self.llama
@@ -396,7 +482,7 @@ class Speculation:
             self._graph.set_position(n_past + self._first_output + 1)
             self.decoder.decode_sampled(batch, n_past, n_outputs)
             addr = 0  # no host rows: the sampler holds the tokens
-        llama.input_ids[n_past: n_past + len(batch)] = batch
+        llama.input_ids[n_past : n_past + len(batch)] = batch
         llama.n_tokens = n_past + len(batch)
         llama._requires_eval = True  # the context's logits are ours, not llama-cpp-python's
         return addr
@@ -421,19 +507,31 @@ class Speculation:
             return drafts, states, False
         if probs is None:
             return drafts[:n_allowed], states, False
-        return drafts[:n_allowed + 1], states, True
+        return drafts[: n_allowed + 1], states, True
 
-    def _verify_constrained(self, constraints: RowConstraints, addr: int, n_rows: int,
-                            context: list, drafts: list, probs, states: list, forbidden: bool,
-                            params: SamplingParams, history):
+    def _verify_constrained(
+        self,
+        constraints: RowConstraints,
+        addr: int,
+        n_rows: int,
+        context: list,
+        drafts: list,
+        probs,
+        states: list,
+        forbidden: bool,
+        params: SamplingParams,
+        history,
+    ):
         try:
             window = np.asarray(penalty_window(params, history)) if history else None
-            rows = constraints.rows(self._rows(addr, n_rows), context, drafts, states, window,
-                                    len(context))
+            rows = constraints.rows(
+                self._rows(addr, n_rows), context, drafts, states, window, len(context)
+            )
             if forbidden:  # the bonus row after a certain rejection: never read
                 rows = np.concatenate([rows, rows[-1:]])
-            result = verify(rows, drafts, probs, params=params, position=len(context),
-                            penalty_history=history)
+            result = verify(
+                rows, drafts, probs, params=params, position=len(context), penalty_history=history
+            )
             constraints.advance(states, result.n_accepted, int(result.tokens[-1]))
         except BaseException:
             constraints.discard(states)
@@ -452,12 +550,18 @@ class Speculation:
             if not limit:
                 draft = Draft([])
             elif constraints is not None and constraints.state is not None:
-                draft = drafter.draft_constrained(np.asarray(context), limit, params, len(context),
-                                                  constraints.allowed_run)
+                draft = drafter.draft_constrained(
+                    np.asarray(context), limit, params, len(context), constraints.allowed_run
+                )
             else:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
-            k = (controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0,
-                                   kinds=draft.token_kinds) if draft.tokens else 0)
+            k = (
+                controller.choose(
+                    len(draft.tokens), draft.bucket, draft_cost=0.0, kinds=draft.token_kinds
+                )
+                if draft.tokens
+                else 0
+            )
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
@@ -466,8 +570,13 @@ class Speculation:
         return draft, min(k, len(draft.tokens))
 
     # ---- the loop -----------------------------------------------------------------------
-    def generate(self, tokens, params: SamplingParams, stopping_criteria=None,
-                 constraints: Optional[RowConstraints] = None):
+    def generate(
+        self,
+        tokens,
+        params: SamplingParams,
+        stopping_criteria=None,
+        constraints: Optional[RowConstraints] = None,
+    ):
         """The speculative loop. After the prompt's round, each round drafts (``_plan_round``),
         verifies (one target pass over the last token and the drafts, then the fused verifier:
         ``_verify_round``), rolls back the rejected drafts' KV cells, lets the cost model and
@@ -490,33 +599,56 @@ class Speculation:
         finally:
             self._finish_request(req)
 
-    def _start_request(self, tokens, params: SamplingParams, stopping_criteria,
-                       constraints: Optional[RowConstraints]) -> "_Request":
+    def _start_request(
+        self,
+        tokens,
+        params: SamplingParams,
+        stopping_criteria,
+        constraints: Optional[RowConstraints],
+    ) -> "_Request":
         self.last = stats = SpeculationStats()
         tokens = [int(t) for t in tokens]
         if not tokens:
-            raise ValueError("generate needs at least one prompt token")
+            raise InvalidInputError("generate needs at least one prompt token")
         llama = self.llama
         # llama-cpp-python's logprobs read the logits row of every emitted token (and, with
         # echo, of the prompt) from llama.scores: only copied when a request needs them.
         emitted_rows, prompt_rows = self.rows_for_request or (llama._logits_all, llama._logits_all)
         if emitted_rows and llama.scores.shape[0] < self.n_ctx:
-            raise RuntimeError(f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
-                               f"{self.n_ctx}: enable_speculation sizes it; was it replaced?")
+            raise PyspecRuntimeError(
+                f"llama.scores has {llama.scores.shape[0]} rows, logprobs need "
+                f"{self.n_ctx}: enable_speculation sizes it; was it replaced?"
+            )
         self.controller.new_request()  # acceptance depends on the text: the last one is a prior
         if self.costly_controller not in (None, self.controller):
             self.costly_controller.new_request()
         self.drafter.start_request()
         self.last_logprobs = []
-        return _Request(params, constraints, stopping_criteria, stats, tokens, list(tokens),
-                        emitted_rows, prompt_rows, self.logprobs_request, self.last_logprobs)
+        return _Request(
+            params,
+            constraints,
+            stopping_criteria,
+            stats,
+            tokens,
+            list(tokens),
+            emitted_rows,
+            prompt_rows,
+            self.logprobs_request,
+            self.last_logprobs,
+        )
 
     def _prompt_round(self, req: "_Request") -> tuple:
         """Chooses where rows are sampled, evaluates the prompt and samples its first token:
         (the tokens to emit, the addresses of the rows that decided them)."""
         params, constraints = req.params, req.constraints
-        self._choose_sampling(params, constraints, req.emitted_rows or req.prompt_rows,
-                              req.stopping_criteria, req.stats, req.logprobs_top)
+        self._choose_sampling(
+            params,
+            constraints,
+            req.emitted_rows or req.prompt_rows,
+            req.stopping_criteria,
+            req.stats,
+            req.logprobs_top,
+        )
         graph = self._graph
         if graph is not None and params.penalties_on:
             graph.set_history([], [])  # the window starts with this call's output
@@ -526,8 +658,11 @@ class Speculation:
         if graph is not None:
             first = int(graph.read(self._first_output, 1)[0])
         elif constraints is None:
-            first = int(verify_from_pointer(addr, self.n_vocab, [], params=params,
-                                            position=position).tokens[0])
+            first = int(
+                verify_from_pointer(
+                    addr, self.n_vocab, [], params=params, position=position
+                ).tokens[0]
+            )
         else:
             _, states = constraints.follow([])
             row = constraints.rows(self._rows(addr, 1), req.prompt, [], states, None, position)
@@ -543,12 +678,20 @@ class Speculation:
             self._keep_rows(rows[0], len(req.context) - 1, len(pending))
         for j, tok in enumerate(pending):
             if req.stopping_criteria is not None and req.stopping_criteria(
-                    np.asarray(req.context, dtype=np.intc), self._rows(rows[j], 1)[0]):
+                np.asarray(req.context, dtype=np.intc), self._rows(rows[j], 1)[0]
+            ):
                 return False
             if req.logprobs_top is not None:
-                req.logprobs.append((tok, self._graph.logprobs(j) if self._graph is not None else
-                                     row_logprobs(LogitsPointer(rows[j], self.n_vocab), tok,
-                                                  req.logprobs_top)))
+                req.logprobs.append(
+                    (
+                        tok,
+                        self._graph.logprobs(j)
+                        if self._graph is not None
+                        else row_logprobs(
+                            LogitsPointer(rows[j], self.n_vocab), tok, req.logprobs_top
+                        ),
+                    )
+                )
             req.stats.emitted += 1
             req.context.append(tok)
             yield tok
@@ -559,12 +702,13 @@ class Speculation:
         leave them."""
         room = self.n_ctx - self.llama.n_tokens - 1  # KV cells left after the last token
         if room < 0:
-            raise RuntimeError(f"context window of {self.n_ctx} tokens is full")
+            raise PyspecRuntimeError(f"context window of {self.n_ctx} tokens is full")
         draft, k = self._draft(req.context, room, req.params, req.constraints)
         plan = _Plan(draft, draft.tokens[:k], draft.probs, k)
         if req.constraints is not None:
             plan.drafts, plan.states, plan.forbidden = self._follow_grammar(
-                req.constraints, plan.drafts, draft.probs)
+                req.constraints, plan.drafts, draft.probs
+            )
             req.stats.grammar_cut += k - len(plan.drafts) + plan.forbidden
         if draft.probs is not None and len(plan.drafts) < len(draft.tokens):
             n = len(plan.drafts)
@@ -577,32 +721,55 @@ class Speculation:
         params, graph = req.params, self._graph
         # A forbidden draft kept for rejection sampling is never decoded: it is rejected
         # for certain, and nothing after it is read.
-        batch = [req.context[-1]] + plan.drafts[:len(plan.drafts) - plan.forbidden]
+        batch = [req.context[-1]] + plan.drafts[: len(plan.drafts) - plan.forbidden]
         t0 = time.perf_counter()
         if graph is not None and params.penalties_on:
-            graph.set_history(req.context[req.n_prompt:], plan.drafts)
+            graph.set_history(req.context[req.n_prompt :], plan.drafts)
         addr = self._decode(batch, len(batch))
         t1 = time.perf_counter()
         # The penalties look back on what this call generated (llama.cpp's sampler accepts
         # each sampled token; the prompt is not in its window).
-        history = req.context[req.n_prompt:] if params.penalties_on else None
+        history = req.context[req.n_prompt :] if params.penalties_on else None
         if graph is not None:  # point-mass drafts: the rows' own samples decide
             n_accepted, emitted = point_mass_result(graph.read(0, len(batch)), plan.drafts)
             result = VerifyResult(n_accepted, np.asarray(emitted, dtype=np.int32))
         elif req.constraints is None:
-            result = verify_from_pointer(addr, self.n_vocab, plan.drafts, plan.probs,
-                                         params=params, position=len(req.context),
-                                         penalty_history=history)
+            result = verify_from_pointer(
+                addr,
+                self.n_vocab,
+                plan.drafts,
+                plan.probs,
+                params=params,
+                position=len(req.context),
+                penalty_history=history,
+            )
         else:
-            result = self._verify_constrained(req.constraints, addr, len(batch), req.context,
-                                              plan.drafts, plan.probs, plan.states,
-                                              plan.forbidden, params, history)
-        r = Round(bucket=plan.draft.bucket, offered=plan.n_offered, verified=len(plan.drafts),
-                  accepted=result.n_accepted, emitted=result.n_accepted + 1, batch=len(batch),
-                  target_seconds=t1 - t0, verify_seconds=time.perf_counter() - t1,
-                  draft_seconds=plan.draft.seconds, token_kinds=tuple(plan.draft.token_kinds or ()),
-                  predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
-                  costly=plan.draft.costly)
+            result = self._verify_constrained(
+                req.constraints,
+                addr,
+                len(batch),
+                req.context,
+                plan.drafts,
+                plan.probs,
+                plan.states,
+                plan.forbidden,
+                params,
+                history,
+            )
+        r = Round(
+            bucket=plan.draft.bucket,
+            offered=plan.n_offered,
+            verified=len(plan.drafts),
+            accepted=result.n_accepted,
+            emitted=result.n_accepted + 1,
+            batch=len(batch),
+            target_seconds=t1 - t0,
+            verify_seconds=time.perf_counter() - t1,
+            draft_seconds=plan.draft.seconds,
+            token_kinds=tuple(plan.draft.token_kinds or ()),
+            predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
+            costly=plan.draft.costly,
+        )
         return result, addr, r
 
     def _roll_back(self, keep: int) -> None:
@@ -617,7 +784,9 @@ class Speculation:
         draft = plan.draft
         if draft.costly:  # a costly drafter's own cost per token is modelled
             r.drafter_tokens = len(draft.tokens)
-            r.drafter_seconds = draft.seconds if draft.steady_seconds is None else draft.steady_seconds
+            r.drafter_seconds = (
+                draft.seconds if draft.steady_seconds is None else draft.steady_seconds
+            )
             r.catch_up_tokens, r.catch_up_seconds = draft.catch_up_tokens, draft.catch_up_seconds
         if not plan.drafts and draft.tokens:  # a plain round: was its draft right?
             r.shadow_match = draft.tokens[0] == pending[0]
@@ -643,7 +812,9 @@ class Speculation:
             constraints.close()
         stats.cost_model = self.controller.describe()
         if self.costly_controller not in (None, self.controller):
-            stats.cost_model += f" | {self.costly_drafter.name}: {self.costly_controller.describe()}"
+            stats.cost_model += (
+                f" | {self.costly_drafter.name}: {self.costly_controller.describe()}"
+            )
         self.drafter.end_request(req.context)
         if self.memory is not None:
             stats.memory_lookups = self.free_drafter.memory_lookups
@@ -665,11 +836,11 @@ class _Request:
     stopping_criteria: object
     stats: SpeculationStats
     prompt: list
-    context: list          # the prompt, then every token emitted so far
-    emitted_rows: bool     # copy each emitted token's logits row into llama.scores (logprobs)
-    prompt_rows: bool      # and every prompt token's (logprobs with echo)
+    context: list  # the prompt, then every token emitted so far
+    emitted_rows: bool  # copy each emitted token's logits row into llama.scores (logprobs)
+    prompt_rows: bool  # and every prompt token's (logprobs with echo)
     logprobs_top: Optional[int]  # pyspec answers logprobs itself: n_top per emitted token
-    logprobs: list         # and each emitted token's (token, RowLogprobs) goes here
+    logprobs: list  # and each emitted token's (token, RowLogprobs) goes here
 
     @property
     def n_prompt(self) -> int:
@@ -681,18 +852,20 @@ class _Plan:
     """A round's drafts, as the drafter, the cost model and the grammar left them."""
 
     draft: Draft
-    drafts: list           # to verify; a grammar-forbidden last one is kept only for q
-    probs: object          # their draft probabilities (None: point masses)
-    n_offered: int         # drafts the cost model let through, before the grammar's cut
+    drafts: list  # to verify; a grammar-forbidden last one is kept only for q
+    probs: object  # their draft probabilities (None: point masses)
+    n_offered: int  # drafts the cost model let through, before the grammar's cut
     states: Optional[list] = None  # grammar states per verify row
-    forbidden: bool = False        # the last draft is forbidden (rejected for certain)
+    forbidden: bool = False  # the last draft is forbidden (rejected for certain)
 
 
-_GENERATE_DEFAULTS = dict(top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.80,
-                          repeat_penalty=1.0, reset=True, frequency_penalty=0.0,
-                          presence_penalty=0.0, tfs_z=1.0, mirostat_mode=0, mirostat_tau=5.0,
-                          mirostat_eta=0.1, penalize_nl=True, logits_processor=None,
-                          stopping_criteria=None, grammar=None)
+# llama-cpp-python's own defaults for generate's keyword arguments, read from its signature
+# (as create_completion's are below), never copied: they follow the installed version.
+_GENERATE_DEFAULTS = {
+    name: param.default
+    for name, param in inspect.signature(llama_cpp.Llama.generate).parameters.items()
+    if param.default is not inspect.Parameter.empty
+}
 
 
 def _speculative_generate(self, tokens, **kwargs):
@@ -709,16 +882,23 @@ def _speculative_generate(self, tokens, **kwargs):
     seed = self._seed
     if seed % 2**32 == llama_cpp.LLAMA_DEFAULT_SEED:  # llama.cpp: "pick a random seed"
         seed = secrets.randbits(64)
-    params = sampling_params_for(args["temp"], args["top_k"], args["top_p"], args["min_p"],
-                                 seed, repeat_penalty=args["repeat_penalty"],
-                                 frequency_penalty=args["frequency_penalty"],
-                                 presence_penalty=args["presence_penalty"],
-                                 penalty_last_n=self.last_n_tokens_size)
+    params = sampling_params_for(
+        args["temp"],
+        args["top_k"],
+        args["top_p"],
+        args["min_p"],
+        seed,
+        repeat_penalty=args["repeat_penalty"],
+        frequency_penalty=args["frequency_penalty"],
+        presence_penalty=args["presence_penalty"],
+        penalty_last_n=self.last_n_tokens_size,
+    )
     constraints = None
     if args["grammar"] is not None or args["logits_processor"] is not None:
         state = GrammarState.parse(self, args["grammar"]) if args["grammar"] is not None else None
-        constraints = RowConstraints(params, spec.n_vocab, state,
-                                     _processor_list(args["logits_processor"]))
+        constraints = RowConstraints(
+            params, spec.n_vocab, state, _processor_list(args["logits_processor"])
+        )
     return spec.generate(tokens, params, args["stopping_criteria"], constraints)
 
 
@@ -732,7 +912,7 @@ def _processor_list(logits_processor) -> list:
     processors = list(logits_processor)
     for p in processors:
         if not callable(p):
-            raise TypeError(f"logits_processor must hold callables, got {type(p).__name__}")
+            raise ArgumentTypeError(f"logits_processor must hold callables, got {type(p).__name__}")
     return processors
 
 
@@ -755,7 +935,11 @@ def _speculative_create_completion(self, *args, **kwargs):
     if _pyspec_answers_logprobs(self, bound):
         return _completion_with_own_logprobs(self, spec, bound)
     wants = bound.arguments.get("logprobs") is not None
-    echo_rows = wants and bool(bound.arguments.get("echo", False)) and not bound.arguments.get("stream", False)
+    echo_rows = (
+        wants
+        and bool(bound.arguments.get("echo", False))
+        and not bound.arguments.get("stream", False)
+    )
     if wants and self.scores.shape[0] < spec.n_ctx:  # created with logits_all=False
         # numpy maps a large allocation lazily: only the rows written cost memory.
         self.scores = np.ndarray((spec.n_ctx, spec.n_vocab), dtype=np.single)
@@ -816,8 +1000,12 @@ def _completion_with_own_logprobs(llama, spec: Speculation, bound):
         spec.logprobs_request = None
         spec.rows_for_request = None
     result["choices"][0]["logprobs"] = completion_logprobs(
-        llama, bound.arguments["prompt"], spec.last_logprobs, result["usage"]["completion_tokens"],
-        n_top)
+        llama,
+        bound.arguments["prompt"],
+        spec.last_logprobs,
+        result["usage"]["completion_tokens"],
+        n_top,
+    )
     return result
 
 
@@ -826,15 +1014,25 @@ def _fallback_reason(llama, typical_p, mirostat_mode, reset: bool = True) -> str
     reason = unsupported_reason(typical_p=typical_p, mirostat_mode=mirostat_mode)
     if not reason and not reset:
         reason = "generate(reset=False)"
-    if not reason and (getattr(llama, "_is_recurrent", False) or getattr(llama, "_is_hybrid", False)):
+    if not reason and (
+        getattr(llama, "_is_recurrent", False) or getattr(llama, "_is_hybrid", False)
+    ):
         reason = "recurrent or hybrid models (their KV cells cannot be partly removed)"
     return reason
 
 
-def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 16,
-                       draft_min: int = 0, draft_p_min: float = 0.0,
-                       adaptive: bool = True, sampling: str = "auto",
-                       reproducible: bool = False, memory=True) -> Speculation:
+def enable_speculation(
+    llama: llama_cpp.Llama,
+    draft=None,
+    *,
+    draft_max: int = 16,
+    draft_min: int = 0,
+    draft_p_min: float = 0.0,
+    adaptive: bool = True,
+    sampling: str = "auto",
+    reproducible: bool = False,
+    memory=True,
+) -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
 
     It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
@@ -843,12 +1041,22 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, *, draft_max: int = 1
     created by llama-cpp-python directly has a context that samples one output per sequence
     in the graph, so "auto" verifies on the host there and "graph" raises."""
     if getattr(llama, "draft_model", None) is not None:
-        raise ValueError("this Llama already has llama-cpp-python's draft_model; create it "
-                         "without one and pass the drafter to enable_speculation")
+        raise InvalidInputError(
+            "this Llama already has llama-cpp-python's draft_model; create it "
+            "without one and pass the drafter to enable_speculation"
+        )
     check_llama_build()  # the model is loaded, but its first call would crash
-    spec = Speculation(llama, draft, draft_max=draft_max, draft_min=draft_min,
-                       draft_p_min=draft_p_min, adaptive=adaptive, sampling=sampling,
-                       reproducible=reproducible, memory=memory)
+    spec = Speculation(
+        llama,
+        draft,
+        draft_max=draft_max,
+        draft_min=draft_min,
+        draft_p_min=draft_p_min,
+        adaptive=adaptive,
+        sampling=sampling,
+        reproducible=reproducible,
+        memory=memory,
+    )
     llama._pyspec = spec
     llama.generate = types.MethodType(_speculative_generate, llama)
     llama.create_completion = types.MethodType(_speculative_create_completion, llama)
@@ -887,25 +1095,43 @@ class SpeculativeLlama(llama_cpp.Llama):
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
-    def __init__(self, model_path: str, *, draft=None, draft_max: int = 16, draft_min: int = 0,
-                 draft_p_min: float = 0.0, adaptive: bool = True, sampling: str = "auto",
-                 reproducible: bool = False, memory=True, **llama_kwargs):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        draft=None,
+        draft_max: int = 16,
+        draft_min: int = 0,
+        draft_p_min: float = 0.0,
+        adaptive: bool = True,
+        sampling: str = "auto",
+        reproducible: bool = False,
+        memory=True,
+        **llama_kwargs,
+    ):
         self._pyspec_closed = False
         memory_size(memory)  # before the model loads
         check_llama_build()  # before the model loads: an AMX build would crash on this CPU
         check_llama_threads(llama_kwargs)
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:
-                raise ValueError("pass either draft= or draft_model=, not both")
+                raise InvalidInputError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
         check_sampling_mode(sampling)  # before the model loads
         with _context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
             super().__init__(model_path, **llama_kwargs)
-        self.speculation = enable_speculation(self, draft, draft_max=draft_max,
-                                              draft_min=draft_min, draft_p_min=draft_p_min,
-                                              adaptive=adaptive, sampling=sampling,
-                                              reproducible=reproducible, memory=memory)
+        self.speculation = enable_speculation(
+            self,
+            draft,
+            draft_max=draft_max,
+            draft_min=draft_min,
+            draft_p_min=draft_p_min,
+            adaptive=adaptive,
+            sampling=sampling,
+            reproducible=reproducible,
+            memory=memory,
+        )
 
     def __call__(self, *args, **kwargs):
         if getattr(self, "_pyspec_closed", False):
@@ -967,18 +1193,19 @@ def _context_outputs_per_seq(n: int):
             module.llama_context_default_params = original
 
 
-class ClosedError(RuntimeError):
-    """A SpeculativeLlama was used after ``close()``."""
-
-
 def _raise_closed(name: str, *args, **kwargs):
-    raise ClosedError(f"SpeculativeLlama.{name}: this model was closed (close() frees the model "
-                      f"and its context); create a new SpeculativeLlama to generate again")
+    raise ClosedError(
+        f"SpeculativeLlama.{name}: this model was closed (close() frees the model "
+        f"and its context); create a new SpeculativeLlama to generate again"
+    )
 
 
 _MODEL_METHODS = tuple(
-    name for name, member in vars(llama_cpp.Llama).items()
-    if not name.startswith("_") and name != "close" and callable(member)
+    name
+    for name, member in vars(llama_cpp.Llama).items()
+    if not name.startswith("_")
+    and name != "close"
+    and callable(member)
     and not isinstance(member, (staticmethod, classmethod))
 )
 
@@ -987,16 +1214,3 @@ def check_grammar(llama: llama_cpp.Llama, grammar) -> None:
     """llama-cpp-python hands a grammar to llama.cpp unparsed; one that does not parse gives
     a null sampler, and the next call crashes the process. Parse it first."""
     GrammarState.parse(llama, grammar).close()
-
-
-def check_llama_threads(llama_kwargs: dict) -> None:
-    """llama.cpp starts as many threads as asked, whatever the machine: n_threads=1024 leaves
-    1024 OS threads alive (and +300 MiB). Refuse counts above the machine's cores."""
-    cores = os.cpu_count() or 1
-    for name in ("n_threads", "n_threads_batch"):
-        value = llama_kwargs.get(name)
-        if value is None or value == -1:  # llama-cpp-python's "choose for me"
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cores:
-            raise ValueError(f"{name} must be an int in [1, {cores}] (this machine has {cores} "
-                             f"cores; more threads only wait for a core), got {value!r}")

@@ -1,4 +1,5 @@
 """Speculation statistics, per call and cumulative."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -10,12 +11,12 @@ from pyspec.llama.rounds import Round
 class SpeculationStats:
     """Counts and times of one generate call (or a running total)."""
 
-    verify_steps: int = 0       # target forward passes that verified drafts (k >= 1)
-    plain_steps: int = 0        # target forward passes without drafts (k = 0)
-    drafted: int = 0            # draft tokens proposed
-    accepted: int = 0           # draft tokens accepted
-    rejected_steps: int = 0     # verify steps that ended in a rejection
-    emitted: int = 0            # tokens produced by the loop (prompt's first token included)
+    verify_steps: int = 0  # target forward passes that verified drafts (k >= 1)
+    plain_steps: int = 0  # target forward passes without drafts (k = 0)
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens accepted
+    rejected_steps: int = 0  # verify steps that ended in a rejection
+    emitted: int = 0  # tokens produced by the loop (prompt's first token included)
     draft_seconds: float = 0.0  # time in the drafter
     target_seconds: float = 0.0  # time in the target's forward passes (prompt excluded)
     # Time in pyspec's fused verifier. Verification and sampling are one pass there (the
@@ -23,7 +24,7 @@ class SpeculationStats:
     # so there is no separate sampling time to report.
     verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
-    fallback_reason: str = ""   # why a request ran without speculation, if it did
+    fallback_reason: str = ""  # why a request ran without speculation, if it did
     # Where the verify rows were sampled: "graph" (inside llama.cpp's graph, no logits row
     # copied out) or "host" (with why the graph could not, under sampling="auto").
     sampling: str = ""
@@ -110,34 +111,48 @@ class SpeculationStats:
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["draft_lengths"] = dict(self.draft_lengths)
-        d.update(acceptance_rate=self.acceptance_rate,
-                 tokens_per_verify_step=self.tokens_per_verify_step, effective_k=self.effective_k,
-                 realised_over_predicted=self.realised_over_predicted,
-                 memory_hit_rate=self.memory_hit_rate)
+        d.update(
+            acceptance_rate=self.acceptance_rate,
+            tokens_per_verify_step=self.tokens_per_verify_step,
+            effective_k=self.effective_k,
+            realised_over_predicted=self.realised_over_predicted,
+            memory_hit_rate=self.memory_hit_rate,
+        )
         return d
 
     def summary(self) -> str:
         if self.fallback_reason:
             return f"speculation off for this request: {self.fallback_reason}"
-        return (f"drafted {self.drafted}, accepted {self.accepted} "
-                f"({100 * self.acceptance_rate:.1f}%), {self.tokens_per_verify_step:.2f} tokens per "
-                f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
-                f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
-                f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
-                f"prompt {self.prompt_seconds:.3f}s"
-                + (f"; sampling {self.sampling}" if self.sampling else "")
-                + (f"; realised/predicted tokens {self.realised_over_predicted:.2f}"
-                   if self.predicted_emitted else "")
-                + (f"; memory {self.memory_tokens} tokens, {self.memory_hits}/{self.memory_lookups} "
-                   f"lookups hit" if self.memory_lookups else "")
-                + self._constraint_summary())
+        return (
+            f"drafted {self.drafted}, accepted {self.accepted} "
+            f"({100 * self.acceptance_rate:.1f}%), {self.tokens_per_verify_step:.2f} tokens per "
+            f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
+            f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
+            f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
+            f"prompt {self.prompt_seconds:.3f}s"
+            + (f"; sampling {self.sampling}" if self.sampling else "")
+            + (
+                f"; realised/predicted tokens {self.realised_over_predicted:.2f}"
+                if self.predicted_emitted
+                else ""
+            )
+            + (
+                f"; memory {self.memory_tokens} tokens, {self.memory_hits}/{self.memory_lookups} "
+                f"lookups hit"
+                if self.memory_lookups
+                else ""
+            )
+            + self._constraint_summary()
+        )
 
     def _constraint_summary(self) -> str:
         parts = []
         if self.grammar_rows:
-            parts.append(f"grammar {self.grammar_seconds * 1e3:.1f}ms over {self.grammar_rows} rows "
-                         f"({self.grammar_seconds / self.grammar_rows * 1e6:.0f}us each), "
-                         f"{self.grammar_cut} drafts it forbade")
+            parts.append(
+                f"grammar {self.grammar_seconds * 1e3:.1f}ms over {self.grammar_rows} rows "
+                f"({self.grammar_seconds / self.grammar_rows * 1e6:.0f}us each), "
+                f"{self.grammar_cut} drafts it forbade"
+            )
         if self.processor_seconds:
             parts.append(f"logits processors {self.processor_seconds * 1e3:.1f}ms")
         return "; " + ", ".join(parts) if parts else ""

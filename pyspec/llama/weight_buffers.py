@@ -12,10 +12,13 @@ fills the struct from ``llama_model_default_params()`` inside ``__init__``. So
 ``model_params(use_extra_bufts=False)`` wraps that function for the duration of a
 construction (under a lock: the wrapped function is a module attribute).
 """
+
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
+
+from pyspec.errors import InvalidInputError
 
 _LOCK = threading.Lock()
 
@@ -28,8 +31,10 @@ def model_params(**fields):
     known = {name for name, _ in low.llama_model_params._fields_}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise ValueError(f"llama_model_params has no field {', '.join(unknown)} in this "
-                         f"llama-cpp-python (fields: {', '.join(sorted(known))})")
+        raise InvalidInputError(
+            f"llama_model_params has no field {', '.join(unknown)} in this "
+            f"llama-cpp-python (fields: {', '.join(sorted(known))})"
+        )
     with _LOCK:
         original = low.llama_model_default_params
 
@@ -44,4 +49,3 @@ def model_params(**fields):
             yield
         finally:
             low.llama_model_default_params = original
-

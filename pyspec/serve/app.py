@@ -14,6 +14,7 @@ models, locks and error handling. pyspec changes three things:
   message patterns do not know: a request body that fails validation, a bad sampling
   parameter, a grammar that does not parse.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,20 +31,32 @@ from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
 
 
-
 def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
     import pyspec
 
     spec = llama._pyspec
-    drafter = ("none (plain decoding through pyspec's loop)" if settings.draft == "none"
-               else f"{spec.drafter.name} ({settings.draft})")
-    return (f"pyspec serve: model {alias} ({settings.model}), drafter {drafter}, draft length "
-            f"{settings.draft_min}-{spec.controller.draft_max} "
-            f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
-            f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
-            f"n_ctx {llama.n_ctx()}"
-            + (", reproducible (cached cells kept as whole n_batch chunks)" if spec.reproducible else "")
-            + (f", a memory of earlier requests ({spec.memory.max_tokens} tokens)" if spec.memory is not None else ""))
+    drafter = (
+        "none (plain decoding through pyspec's loop)"
+        if settings.draft == "none"
+        else f"{spec.drafter.name} ({settings.draft})"
+    )
+    return (
+        f"pyspec serve: model {alias} ({settings.model}), drafter {drafter}, draft length "
+        f"{settings.draft_min}-{spec.controller.draft_max} "
+        f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
+        f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
+        f"n_ctx {llama.n_ctx()}"
+        + (
+            ", reproducible (cached cells kept as whole n_batch chunks)"
+            if spec.reproducible
+            else ""
+        )
+        + (
+            f", a memory of earlier requests ({spec.memory.max_tokens} tokens)"
+            if spec.memory is not None
+            else ""
+        )
+    )
 
 
 def drafter_setting(draft: str):
@@ -64,11 +77,16 @@ class SpeculativeLlamaProxy(LlamaProxy):
         llama = LlamaProxy.load_llama_from_model_settings(settings)
         none = settings.draft == "none"
         try:
-            enable_speculation(llama, "lookup" if none else drafter_setting(settings.draft),
-                               draft_max=0 if none else settings.draft_max,
-                               draft_min=0 if none else settings.draft_min,
-                               draft_p_min=settings.draft_p_min, adaptive=settings.adaptive,
-                               reproducible=settings.reproducible, memory=settings.memory)
+            enable_speculation(
+                llama,
+                "lookup" if none else drafter_setting(settings.draft),
+                draft_max=0 if none else settings.draft_max,
+                draft_min=0 if none else settings.draft_min,
+                draft_p_min=settings.draft_p_min,
+                adaptive=settings.adaptive,
+                reproducible=settings.reproducible,
+                memory=settings.memory,
+            )
         except BaseException:
             llama.close()
             raise
@@ -142,7 +160,12 @@ def _route_errors_as_400(handler_class) -> None:
         message = None if known else _invalid_request(error)
         if message is None:
             return original(self, error, body)
-        return 400, {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return 400, {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
 
     handler_class.error_message_wrapper = error_message_wrapper
     handler_class._pyspec_wrapped = True
@@ -166,9 +189,14 @@ def create_app(server_settings, model_settings):
     from fastapi.responses import PlainTextResponse
 
     async def prometheus_metrics():
-        return PlainTextResponse(metrics.prometheus_text(),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+        return PlainTextResponse(
+            metrics.prometheus_text(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
-    app.add_api_route("/metrics", prometheus_metrics, methods=["GET"],
-                      summary="pyspec's cumulative speculation statistics (Prometheus text)")
+    app.add_api_route(
+        "/metrics",
+        prometheus_metrics,
+        methods=["GET"],
+        summary="pyspec's cumulative speculation statistics (Prometheus text)",
+    )
     return app

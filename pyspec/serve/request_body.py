@@ -9,20 +9,33 @@ answer 500 or cut a stream.
   grammar is parsed here first, with the loaded model's vocabulary (requests for another
   model than the loaded one are left to the route).
 """
+
 from __future__ import annotations
 
 import json
 
 
 def _error_body(message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                 "param": None, "code": None}}).encode()
+    return json.dumps(
+        {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+    ).encode()
 
 
 def _stream_grammar_problem(request) -> str:
     """Why a streamed request's grammar cannot be used ('' when it can, or when the request
     is for a model other than the loaded one)."""
-    if not isinstance(request, dict) or not request.get("stream") or not isinstance(request.get("grammar"), str):
+    if (
+        not isinstance(request, dict)
+        or not request.get("stream")
+        or not isinstance(request.get("grammar"), str)
+    ):
         return ""
     import llama_cpp
     import llama_cpp.server.app as server_app
@@ -66,9 +79,16 @@ class JsonBodyMiddleware:
             problem = _stream_grammar_problem(request)
         if problem:
             payload = _error_body(problem)
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(payload)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(payload)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": payload})
             return
         replayed = False

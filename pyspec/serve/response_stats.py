@@ -6,6 +6,7 @@ in the HTTP body: an ASGI middleware reads each JSON answer (or each streamed ev
 the completion id up in ``StatsById`` (filed by the model's create_completion), and adds the
 statistics: to the whole answer, or to the streamed chunk that carries the finish reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,11 @@ from typing import Optional
 
 from pyspec.llama.stats import SpeculationStats
 
-COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/engines/copilot-codex/completions")
+COMPLETION_PATHS = (
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v1/engines/copilot-codex/completions",
+)
 
 
 def response_fields(stats: SpeculationStats) -> dict:
@@ -29,8 +34,12 @@ def response_fields(stats: SpeculationStats) -> dict:
         "verify_steps": stats.verify_steps,
         "plain_steps": stats.plain_steps,
         "tokens_per_step": round(stats.tokens_per_verify_step, 3),
-        "seconds": {"prompt": round(stats.prompt_seconds, 4), "draft": round(stats.draft_seconds, 4),
-                    "target": round(stats.target_seconds, 4), "verify": round(stats.verify_seconds, 4)},
+        "seconds": {
+            "prompt": round(stats.prompt_seconds, 4),
+            "draft": round(stats.draft_seconds, 4),
+            "target": round(stats.target_seconds, 4),
+            "verify": round(stats.verify_seconds, 4),
+        },
     }
 
 
@@ -119,13 +128,18 @@ class ResponseStatsMiddleware:
                 if updated is not None:
                     body = json.dumps(updated).encode()
                 start = state["start"]
-                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                headers = [
+                    (k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"
+                ]
                 headers.append((b"content-length", str(len(body)).encode()))
                 await send({**start, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
                 return
             elif message["type"] == "http.response.body" and state["kind"] == "sse":
-                message = {**message, "body": _sse_with_stats(message.get("body", b""), self.stats_by_id)}
+                message = {
+                    **message,
+                    "body": _sse_with_stats(message.get("body", b""), self.stats_by_id),
+                }
             await send(message)
 
         await self.app(scope, receive, send_with_stats)

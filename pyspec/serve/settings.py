@@ -8,51 +8,72 @@ type, environment variable and config-file key. Changed defaults, and why:
 - ``interrupt_requests`` is off: llama_cpp.server's default ends a streaming answer as soon
   as another request arrives; queued clients should each get a complete answer.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional
 
-from pydantic import Field, field_validator
 from llama_cpp.server.settings import ModelSettings, ServerSettings
+from pydantic import Field, field_validator
+
+from pyspec._native.abi import MAX_DRAFT
+from pyspec.errors import InvalidInputError
 
 
 class SpeculativeModelSettings(ModelSettings):
     draft: str = Field(
         default="lookup",
         description="The drafter: 'lookup' (n-gram lookup in the prompt and output, free), a "
-                    "path to a small GGUF model with the same tokenizer, 'lookup,PATH' (both: "
-                    "lookup first, the draft model where lookup has nothing), or 'none' (plain "
-                    "decoding through the same loop).")
-    draft_max: int = Field(default=16, ge=0, le=64, description="Most draft tokens per round.")
-    draft_min: int = Field(default=0, ge=0, le=64, description="Fewest draft tokens per round.")
+        "path to a small GGUF model with the same tokenizer, 'lookup,PATH' (both: "
+        "lookup first, the draft model where lookup has nothing), or 'none' (plain "
+        "decoding through the same loop).",
+    )
+    draft_max: int = Field(
+        default=16, ge=0, le=MAX_DRAFT, description="Most draft tokens per round."
+    )
+    draft_min: int = Field(
+        default=0, ge=0, le=MAX_DRAFT, description="Fewest draft tokens per round."
+    )
     draft_p_min: float = Field(
-        default=0.0, ge=0.0, lt=1.0,
-        description="A draft model stops drafting when its top token's probability falls below this.")
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description=(
+            "A draft model stops drafting when its top token's probability falls below this."
+        ),
+    )
     adaptive: bool = Field(
-        default=True, description="Choose the draft length per round with the online cost model.")
+        default=True, description="Choose the draft length per round with the online cost model."
+    )
     reproducible: bool = Field(
         default=False,
         description="Give every request the rows a fresh model would compute, whatever earlier "
-                    "requests left in the cache (cached cells are kept only as whole n_batch "
-                    "chunks): with a seed and adaptive off, a request then gives the same "
-                    "text whatever came before it. Off: a repeated request still repeats.")
+        "requests left in the cache (cached cells are kept only as whole n_batch "
+        "chunks): with a seed and adaptive off, a request then gives the same "
+        "text whatever came before it. Off: a repeated request still repeats.",
+    )
     memory: int = Field(
-        default=65536, ge=0,
+        default=65536,
+        ge=0,
         description="Tokens of earlier requests (prompts and answers, oldest out) that prompt "
-                    "lookup also searches for drafts; 0 turns the memory off. Only with "
-                    "adaptive on and reproducible off.")
+        "lookup also searches for drafts; 0 turns the memory off. Only with "
+        "adaptive on and reproducible off.",
+    )
     logits_all: bool = Field(
         default=False,
         description="Keep every token's logits (llama-cpp-python's way to answer logprobs); not "
-                    "needed here: pyspec keeps the rows of the requests that ask for logprobs.")
+        "needed here: pyspec keeps the rows of the requests that ask for logprobs.",
+    )
 
     @field_validator("draft_model")
     @classmethod
     def _no_llama_cpp_draft_model(cls, value: Optional[str]) -> Optional[str]:
         if value is not None:
-            raise ValueError("draft_model is llama-cpp-python's own prompt-lookup loop (it forces "
-                             "logits_all); with pyspec use draft='lookup' (--lookup) or a GGUF "
-                             "path (-md)")
+            raise InvalidInputError(
+                "draft_model is llama-cpp-python's own prompt-lookup loop (it forces "
+                "logits_all); with pyspec use draft='lookup' (--lookup) or a GGUF "
+                "path (-md)"
+            )
         return value
 
 
@@ -60,7 +81,8 @@ class SpeculativeServerSettings(ServerSettings):
     interrupt_requests: bool = Field(
         default=False,
         description="End a streaming answer when another request arrives (llama_cpp.server's "
-                    "default); off here: queued requests wait for their turn.")
+        "default); off here: queued requests wait for their turn.",
+    )
 
 
 class SpeculativeSettings(SpeculativeServerSettings, SpeculativeModelSettings):

@@ -21,6 +21,7 @@ Subcommands (each prints one JSON object on stdout):
 ``--no-extra-bufts`` loads the weights without ggml's extra buffer types (no AMX, no
 repacking): ``pyspec.llama.weight_buffers``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,11 +60,18 @@ def run(args: list, build_dir: Optional[Path] = None, timeout: float = 1800) -> 
     env = dict(os.environ)
     if build_dir is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(build_dir), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-m", "pyspec.testing.build_probe", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyspec.testing.build_probe", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"build probe {' '.join(map(str, args))} exited with "
-                           f"{proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"build probe {' '.join(map(str, args))} exited with "
+            f"{proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -73,9 +81,16 @@ def _load(model: str, n_threads: int, extra_bufts: bool, n_batch: int = 512):
     from pyspec.llama.weight_buffers import model_params
 
     with model_params(use_extra_bufts=extra_bufts):
-        return llama_cpp.Llama(model_path=model, n_ctx=1024, n_batch=n_batch, n_ubatch=n_batch,
-                               n_threads=n_threads, n_threads_batch=n_threads,
-                               logits_all=True, verbose=False)
+        return llama_cpp.Llama(
+            model_path=model,
+            n_ctx=1024,
+            n_batch=n_batch,
+            n_ubatch=n_batch,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            logits_all=True,
+            verbose=False,
+        )
 
 
 def _decoder(llama):
@@ -140,9 +155,11 @@ def cmd_costs(a) -> dict:
         for i in range(a.plain_tokens):
             decoder.decode([prompt[i % len(prompt)]], len(prompt) + i, 1)
         plain.append((time.perf_counter() - t0) / a.plain_tokens)
-    return {"system_info": _system_info(),
-            "ms_per_batch": {str(n): 1000 * float(np.median(v)) for n, v in samples.items()},
-            "plain_ms_per_token": 1000 * float(np.median(plain))}
+    return {
+        "system_info": _system_info(),
+        "ms_per_batch": {str(n): 1000 * float(np.median(v)) for n, v in samples.items()},
+        "plain_ms_per_token": 1000 * float(np.median(plain)),
+    }
 
 
 def cmd_threads(a) -> dict:

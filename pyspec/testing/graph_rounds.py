@@ -6,6 +6,7 @@ The host round decodes k + 1 rows and verifies them in place (``verify_from_poin
 graph round decodes with pyspec's sampler attached and reads one token per row. Each is
 timed whole (decode to tokens in Python) and after the decode call returns.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -52,8 +53,17 @@ def paired_rounds(llm, batch, n_past, params, pairs: int) -> dict:
             graph.append(graph_round(llm, sampler, batch, n_past))
         finally:
             sampler.detach()
-    med = {side: (statistics.median(r for r, _ in runs) * 1e3, statistics.median(a for _, a in runs) * 1e3)
-           for side, runs in (("host", host), ("graph", graph))}
-    return {"host_round_ms": med["host"][0], "host_after_decode_ms": med["host"][1],
-            "graph_round_ms": med["graph"][0], "graph_after_decode_ms": med["graph"][1],
-            "round_ratio": med["graph"][0] / med["host"][0]}
+    med = {
+        side: (
+            statistics.median(r for r, _ in runs) * 1e3,
+            statistics.median(a for _, a in runs) * 1e3,
+        )
+        for side, runs in (("host", host), ("graph", graph))
+    }
+    return {
+        "host_round_ms": med["host"][0],
+        "host_after_decode_ms": med["host"][1],
+        "graph_round_ms": med["graph"][0],
+        "graph_after_decode_ms": med["graph"][1],
+        "round_ratio": med["graph"][0] / med["host"][0],
+    }

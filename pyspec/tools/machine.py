@@ -1,6 +1,7 @@
 """What this machine is, in the shape pytest-benchmark records it (``machine_info.cpu``):
 the README's generated sections say when and on what every figure was measured, whether it
 came from a benchmark, a build or a test run."""
+
 from __future__ import annotations
 
 import datetime

@@ -11,6 +11,7 @@ greedy run: plain greedy decoding of that prompt happens to leave the variable u
 near-tie that batch numerics tip the other way), and the renamed text is the harder one for a
 drafter. Writes recorded_generations.json beside this file.
 """
+
 import json
 import sys
 import time
@@ -28,21 +29,27 @@ from pyspec.testing.models import ensure_model  # noqa: E402
 
 # speculative: False (plain llama-cpp-python), True (pyspec, draft length fixed at 8) or
 # "adaptive" (pyspec as the benchmark runs it)
-CASES = [  # name, model, prompt, temperature, speculative, seed
-    ("qwen-rename-greedy", "qwen2.5-coder-1.5b", "edit", 0.0, True, 3),
-    ("qwen-free-greedy", "qwen2.5-coder-1.5b", "free", 0.0, False, 3),
-    ("gemma-repeat-greedy", "gemma3-270m", "repeat", 0.0, False, 3),
-    ("gemma-free-0.8", "gemma3-270m", "free", 0.8, False, 3),
-] + [  # sampled copies leave their source at random: several draws of the hardest case
-    (f"gemma-repeat-0.8-s{seed}", "gemma3-270m", "repeat", 0.8, False, seed) for seed in range(1, 13)
-] + [  # the same, after the draw that leaves the copy at once (p = 0.23: "\n" instead of
-    # "\n\n" after the first line); the model then writes new code with pieces of the file
-    (f"gemma-repeat-0.8-novel-s{seed}", "gemma3-270m", "repeat+0.08\n", 0.8, False, seed)
-    for seed in range(1, 13)
-] + [  # pyspec's own draw as the benchmark makes it (seed 7; the text also depends on the
-    # draft lengths chosen, which depend on timing)
-    ("gemma-repeat-0.8-bench-s7", "gemma3-270m", "repeat", 0.8, "adaptive", 7),
-]
+CASES = (
+    [  # name, model, prompt, temperature, speculative, seed
+        ("qwen-rename-greedy", "qwen2.5-coder-1.5b", "edit", 0.0, True, 3),
+        ("qwen-free-greedy", "qwen2.5-coder-1.5b", "free", 0.0, False, 3),
+        ("gemma-repeat-greedy", "gemma3-270m", "repeat", 0.0, False, 3),
+        ("gemma-free-0.8", "gemma3-270m", "free", 0.8, False, 3),
+    ]
+    + [  # sampled copies leave their source at random: several draws of the hardest case
+        (f"gemma-repeat-0.8-s{seed}", "gemma3-270m", "repeat", 0.8, False, seed)
+        for seed in range(1, 13)
+    ]
+    + [  # the same, after the draw that leaves the copy at once (p = 0.23: "\n" instead of
+        # "\n\n" after the first line); the model then writes new code with pieces of the file
+        (f"gemma-repeat-0.8-novel-s{seed}", "gemma3-270m", "repeat+0.08\n", 0.8, False, seed)
+        for seed in range(1, 13)
+    ]
+    + [  # pyspec's own draw as the benchmark makes it (seed 7; the text also depends on the
+        # draft lengths chosen, which depend on timing)
+        ("gemma-repeat-0.8-bench-s7", "gemma3-270m", "repeat", 0.8, "adaptive", 7),
+    ]
+)
 SIZES = [1, 2, 3, 4, 5, 7, 9, 13, 17]
 KW = dict(n_ctx=2048, n_threads=2, verbose=False)
 MAX_TOKENS = 300
@@ -76,9 +83,15 @@ def main(only):
         if only and name not in only:
             continue
         path = str(ensure_model(model))
-        llm = (SpeculativeLlama(path, draft="lookup", seed=seed, **KW) if speculative == "adaptive"
-               else SpeculativeLlama(path, draft="lookup", adaptive=False, draft_max=8, seed=seed, **KW)
-               if speculative else llama_cpp.Llama(model_path=path, seed=seed, **KW))
+        llm = (
+            SpeculativeLlama(path, draft="lookup", seed=seed, **KW)
+            if speculative == "adaptive"
+            else SpeculativeLlama(
+                path, draft="lookup", adaptive=False, draft_max=8, seed=seed, **KW
+            )
+            if speculative
+            else llama_cpp.Llama(model_path=path, seed=seed, **KW)
+        )
         prompt_name, _, forced = prompt_name.partition("+")  # forced: the output's start
         prompt = llm.tokenize(PROMPTS[prompt_name].encode(), special=True)
         prompt += llm.tokenize(forced.encode(), add_bos=False, special=True) if forced else []
@@ -95,8 +108,9 @@ def main(only):
         out.append(dict(name=name, model=model, temperature=temp, prompt=prompt, output=tokens))
         print(f"{name}: {len(prompt)} prompt tokens, {len(tokens)} generated", flush=True)
         llm.close()
-    data = dict(costs={m: {str(n): c for n, c in t.items()} for m, t in costs.items()},
-                generations=out)
+    data = dict(
+        costs={m: {str(n): c for n, c in t.items()} for m, t in costs.items()}, generations=out
+    )
     order = {c[0]: i for i, c in enumerate(CASES)}
     data["generations"].sort(key=lambda g: order.get(g["name"], len(order)))
     path_json.write_text(json.dumps(data))

@@ -10,22 +10,24 @@ sets the logit of every token the grammar forbids to -inf, whatever the array ho
 llama.cpp aborts the process when a grammar sampler accepts a token it forbids, so
 ``accept`` checks the token first and raises instead.
 """
+
 from __future__ import annotations
 
 import ctypes
 
+import llama_cpp
 import numpy as np
 
-import llama_cpp
-
-from pyspec.errors import InvalidRequestError
+from pyspec.errors import InvalidInputError, InvalidRequestError
 
 # The layout of llama.cpp's struct llama_token_data {int32 id; float logit; float p;}: a
 # numpy array of it is a llama_token_data_array's data, passed without a copy.
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
 if TOKEN_DATA.itemsize != ctypes.sizeof(llama_cpp.llama_token_data):
-    raise ImportError(f"llama_token_data is {ctypes.sizeof(llama_cpp.llama_token_data)} bytes in "
-                      f"this llama-cpp-python, pyspec expects {TOKEN_DATA.itemsize}")
+    raise ImportError(
+        f"llama_token_data is {ctypes.sizeof(llama_cpp.llama_token_data)} bytes in "
+        f"this llama-cpp-python, pyspec expects {TOKEN_DATA.itemsize}"
+    )
 
 
 class GrammarState:
@@ -46,18 +48,21 @@ class GrammarState:
         root = getattr(grammar, "_root", "root")
         if not isinstance(text, str):
             raise InvalidRequestError(
-                f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}")
+                f"grammar must be a llama_cpp.LlamaGrammar, got {type(grammar).__name__}"
+            )
         vocab = llama_cpp.llama_model_get_vocab(llama.model)
         sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), root.encode())
         if not sampler:
             first = text.strip().splitlines()[0][:80] if text.strip() else "(empty)"
-            raise InvalidRequestError("the grammar does not parse (llama.cpp printed where on "
-                                      f"stderr); its first line: {first!r}")
+            raise InvalidRequestError(
+                "the grammar does not parse (llama.cpp printed where on "
+                f"stderr); its first line: {first!r}"
+            )
         return cls(sampler, llama.n_vocab())
 
     def copy(self) -> "GrammarState":
         if self._sampler is None:
-            raise ValueError("this grammar state was closed")
+            raise InvalidInputError("this grammar state was closed")
         return GrammarState(llama_cpp.llama_sampler_clone(self._sampler), self._n_vocab)
 
     def close(self) -> None:
@@ -76,8 +81,11 @@ class GrammarState:
         data = np.zeros(ids.size, dtype=TOKEN_DATA)
         data["id"] = ids
         array = llama_cpp.llama_token_data_array(
-            data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=ids.size,
-            selected=-1, sorted=False)
+            data=data.ctypes.data_as(llama_cpp.llama_token_data_p),
+            size=ids.size,
+            selected=-1,
+            sorted=False,
+        )
         llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(array))
         return data["logit"] != -np.inf
 
@@ -85,7 +93,7 @@ class GrammarState:
         """Moves the state over ``token``; raises ValueError (instead of llama.cpp's abort)
         when the grammar forbids it."""
         if not 0 <= token < self._n_vocab:
-            raise ValueError(f"token {token} is outside the vocabulary of {self._n_vocab}")
+            raise InvalidInputError(f"token {token} is outside the vocabulary of {self._n_vocab}")
         if not self.allowed([token])[0]:
-            raise ValueError(f"the grammar does not allow token {token} here")
+            raise InvalidInputError(f"the grammar does not allow token {token} here")
         llama_cpp.llama_sampler_accept(self._sampler, int(token))

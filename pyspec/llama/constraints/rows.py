@@ -19,6 +19,7 @@ Rows are built for the state after each draft prefix (the grammar copied per row
 rejected draft's state is simply dropped); a draft the grammar forbids can never be
 accepted, so the loop verifies no draft past it.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,9 +27,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from pyspec.errors import InvalidRequestError, LogitsError
-from pyspec.params import SamplingParams
+from pyspec.errors import InvalidInputError, InvalidRequestError, LogitsError
 from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.params import SamplingParams
 
 # Tokens checked per step of the walk down the row: first those tied at the maximum, then
 # about these many more each time (cumulative), then the rest of the vocabulary.
@@ -36,9 +37,16 @@ _WALK_COUNTS = (256, 4096, 32768)
 _SUBSAMPLE = 64  # thresholds come from every 64th logit: one cheap partial sort
 
 
-def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
-                always: Optional[np.ndarray] = None, *, top_p: float = 1.0,
-                min_p: float = 0.0, top: Optional[float] = None) -> np.ndarray:
+def kept_tokens(
+    state: GrammarState,
+    row: np.ndarray,
+    m: int,
+    always: Optional[np.ndarray] = None,
+    *,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    top: Optional[float] = None,
+) -> np.ndarray:
     """Allowed token ids that include the ``m`` highest-logit allowed tokens of ``row``,
     ties at the m-th included, plus every allowed token of ``always``.
 
@@ -88,8 +96,11 @@ def kept_tokens(state: GrammarState, row: np.ndarray, m: int,
         upper = threshold
         if found >= m:
             break
-        if found and not always.size and _rest_is_cut(np.concatenate(found_values), threshold,
-                                                      m - found, top_p, min_p):
+        if (
+            found
+            and not always.size
+            and _rest_is_cut(np.concatenate(found_values), threshold, m - found, top_p, min_p)
+        ):
             break
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
 
@@ -130,8 +141,13 @@ class RowConstraints:
     scores`` on the full row, with ``input_ids`` the prompt, the output and, for a verify
     row, the drafts before it."""
 
-    def __init__(self, params: SamplingParams, n_vocab: int, state: Optional[GrammarState] = None,
-                 processors: Optional[Sequence] = None):
+    def __init__(
+        self,
+        params: SamplingParams,
+        n_vocab: int,
+        state: Optional[GrammarState] = None,
+        processors: Optional[Sequence] = None,
+    ):
         self.params = params
         self.n_vocab = n_vocab
         self.state = state
@@ -186,8 +202,15 @@ class RowConstraints:
         finally:
             state.close()
 
-    def rows(self, raw_rows: np.ndarray, context: Sequence[int], drafts: Sequence[int],
-             states: list, window: Optional[np.ndarray], position: int) -> np.ndarray:
+    def rows(
+        self,
+        raw_rows: np.ndarray,
+        context: Sequence[int],
+        drafts: Sequence[int],
+        states: list,
+        window: Optional[np.ndarray],
+        position: int,
+    ) -> np.ndarray:
         """The rows to verify: ``raw_rows[i]`` (the target's logits after ``drafts[:i]``)
         through the processors, with what the grammar in ``states[i]`` forbids at -inf.
         ``window``: the tokens the penalties look back on (checked whatever their logit)."""
@@ -203,9 +226,13 @@ class RowConstraints:
                     result = processor(ids, row)
                     row = np.asarray(result, dtype=np.float32)
                     if row.shape != (self.n_vocab,):
-                        raise ValueError(f"logits processor {processor!r} returned shape "
-                                         f"{row.shape}, expected ({self.n_vocab},)")
-                top = _check_row(row, f"the logits after processor {processor!r} (position {position + i})")
+                        raise InvalidInputError(
+                            f"logits processor {processor!r} returned shape "
+                            f"{row.shape}, expected ({self.n_vocab},)"
+                        )
+                top = _check_row(
+                    row, f"the logits after processor {processor!r} (position {position + i})"
+                )
                 self.processor_seconds += time.perf_counter() - t0
             if states[i] is None:
                 out[i] = row
@@ -216,8 +243,9 @@ class RowConstraints:
             always = window
             if window is not None and i:
                 always = np.concatenate([window, np.asarray(drafts[:i])])
-            keep = kept_tokens(states[i], row, self.m, always, top_p=self.top_p, min_p=self.min_p,
-                               top=top)
+            keep = kept_tokens(
+                states[i], row, self.m, always, top_p=self.top_p, min_p=self.min_p, top=top
+            )
             if keep.size == 0:
                 raise InvalidRequestError(f"the grammar allows no token at position {position + i}")
             out[i].fill(-np.inf)

@@ -26,6 +26,7 @@ the drafter has not seen, its drafts, the longer verify pass, nothing accepted) 
 cannot cover is not run, so a draft model costs at most 3% over plain decoding before it has
 shown that it pays.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,6 +36,7 @@ from typing import Optional
 
 import numpy as np
 
+from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.costs import BatchCosts
 from pyspec.llama.drafting.loss_budget import CARRY_CAP, LossBudget
 from pyspec.llama.rounds import Round
@@ -71,16 +73,26 @@ FREE_DRAFTER = WatchPolicy(shadowed=True, explore_every=16, probe_after_veto=Tru
 # A costly drafter (a draft model) must catch up on every token of a plain stretch before it
 # can draft, so a probe costs more the longer it waited: probed rarely, and every round it
 # drafts must fit its loss budget (which, not a window of realised rates, stops a loser).
-COSTLY_DRAFTER = WatchPolicy(shadowed=False, explore_every=48, probe_after_veto=False,
-                             loss_budget=True)
+COSTLY_DRAFTER = WatchPolicy(
+    shadowed=False, explore_every=48, probe_after_veto=False, loss_budget=True
+)
 
 
 class DraftLengthController:
-    def __init__(self, draft_min: int = 1, draft_max: int = 16, *, ema: float = 0.15,
-                 prior_acceptance: float = 0.6, fixed: bool = False,
-                 watch: WatchPolicy = WatchPolicy()):
+    def __init__(
+        self,
+        draft_min: int = 1,
+        draft_max: int = 16,
+        *,
+        ema: float = 0.15,
+        prior_acceptance: float = 0.6,
+        fixed: bool = False,
+        watch: WatchPolicy = WatchPolicy(),
+    ):
         if not 0 <= draft_min <= draft_max:
-            raise ValueError(f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}")
+            raise InvalidInputError(
+                f"need 0 <= draft_min <= draft_max, got {draft_min}, {draft_max}"
+            )
         self.draft_min, self.draft_max = max(1, draft_min), draft_max
         self.allow_zero = draft_min == 0 or not fixed
         self.fixed = fixed
@@ -91,7 +103,7 @@ class DraftLengthController:
         # The first rounds decode plainly: they measure a real one-token pass and the plain
         # throughput that speculative rounds are then held against.
         self._warmup_plain = WARMUP_PLAIN_ROUNDS
-        self.draft_cost = 0.0        # seconds per drafted token
+        self.draft_cost = 0.0  # seconds per drafted token
         # Seconds a speculative round spends outside the target and the drafter beyond what a
         # plain round spends there (verifying k + 1 rows instead of sampling one, removing
         # rejected KV cells): measured for both kinds of round, the difference is charged.
@@ -105,13 +117,13 @@ class DraftLengthController:
         self.last_expected = 0.0  # tokens the last speculative choice predicted its round emits
         self._plain_streak: dict = {}
         self._explore_interval: dict = {}
-        self._probing: dict = {}     # bucket -> length of the probe now being verified
+        self._probing: dict = {}  # bucket -> length of the probe now being verified
         self._probe_next: dict = {}  # bucket -> length of the follow-up probe it earned
         # Slow start after a rejection: the next draft of the bucket is at most twice the
         # tokens the last one got accepted (at least 2), and the limit doubles with every
         # round that passes in full. A copy the output has just left (sampled text wanders
         # off its source at random) is not trusted with 16 drafts at once again.
-        self._limit: dict = {}       # bucket -> largest draft length for now
+        self._limit: dict = {}  # bucket -> largest draft length for now
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
@@ -137,7 +149,7 @@ class DraftLengthController:
         self.record_acceptance(r.offered, r.accepted, r.bucket)
         if r.token_kinds:
             if r.speculative:
-                self.record_token_kinds(r.token_kinds[:r.verified], r.accepted, r.bucket)
+                self.record_token_kinds(r.token_kinds[: r.verified], r.accepted, r.bucket)
             elif r.shadow_match is not None and self.watch.shadowed:
                 self.record_token_kinds(r.token_kinds[:1], int(r.shadow_match), r.bucket)
         # The realised rate is the steady one: a long catch-up (the prompt, a plain stretch)
@@ -181,12 +193,20 @@ class DraftLengthController:
         one = known(self.catch_up_cost[False], self.catch_up_ratio[False]) or per_draft
         # A long catch-up is one batch: per token, until measured, as much cheaper than a
         # one-token decode as the target's batches are (its curve's shape).
-        batched = (per_draft * self.predicted_target(catch_up) / (catch_up * c1)
-                   if c1 and catch_up > 2 else per_draft)
+        batched = (
+            per_draft * self.predicted_target(catch_up) / (catch_up * c1)
+            if c1 and catch_up > 2
+            else per_draft
+        )
         long = known(self.catch_up_cost[True], self.catch_up_ratio[True]) or batched
         per_catch_up = one if catch_up <= 2 else long
-        return (catch_up * per_catch_up + k * per_draft
-                + self.predicted_target(k + 1) - self.predicted_target(1) + self.overhead)
+        return (
+            catch_up * per_catch_up
+            + k * per_draft
+            + self.predicted_target(k + 1)
+            - self.predicted_target(1)
+            + self.overhead
+        )
 
     def _avg(self, old, new):
         return new if old is None else old + self.ema * (new - old)
@@ -206,7 +226,9 @@ class DraftLengthController:
 
     def record_overhead(self, speculative: bool, seconds: float) -> None:
         """Time a round spent outside the target's forward pass and the drafter."""
-        self._round_overhead[speculative] = self._avg(self._round_overhead.get(speculative), seconds)
+        self._round_overhead[speculative] = self._avg(
+            self._round_overhead.get(speculative), seconds
+        )
         if True in self._round_overhead and False in self._round_overhead:
             self.overhead = max(self._round_overhead[True] - self._round_overhead[False], 0.0)
 
@@ -228,8 +250,13 @@ class DraftLengthController:
         with it what pays)."""
         spec = self._realised.get((bucket, True))
         plain = self._realised.get((None, False))
-        vetoed = (spec is not None and plain is not None and len(spec) >= 3 and len(plain) >= 3
-                  and float(np.median(spec)) < float(np.median(plain)))
+        vetoed = (
+            spec is not None
+            and plain is not None
+            and len(spec) >= 3
+            and len(plain) >= 3
+            and float(np.median(spec)) < float(np.median(plain))
+        )
         c1 = self.costs.per_token()
         if not vetoed:
             self._veto_cost = None
@@ -271,7 +298,7 @@ class DraftLengthController:
     def record_token_kinds(self, kinds, n_accepted: int, bucket=None) -> None:
         """The fate of each verified draft token, by kind: the first n_accepted passed, the
         next (if any) was rejected, the rest were never decided."""
-        decided = kinds[:n_accepted + 1]
+        decided = kinds[: n_accepted + 1]
         decay = 1 - self.ema / 2  # once per round, as for the buckets: a round of 16 passed
         for kind in set(decided):  # tokens must count 16, not be decayed 16 times
             counts = self._kind(kind, bucket)
@@ -326,16 +353,22 @@ class DraftLengthController:
         a = min(self.acceptance(bucket), 0.999)
         return (1 - a ** (k + 1)) / (1 - a)
 
-    def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None,
-             kinds=None) -> float:
+    def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None, kinds=None) -> float:
         """Predicted tokens per second when drafting k (draft_cost: seconds per draft token;
         0 for drafts already in hand; kinds: the drafted tokens' kinds, if known)."""
         per_token = self.draft_cost if draft_cost is None else draft_cost
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
         return self.expected_tokens(k, bucket, kinds) / cost
 
-    def choose(self, limit: int, bucket=None, *, draft_cost: Optional[float] = None,
-               catch_up: int = 0, kinds=None) -> int:
+    def choose(
+        self,
+        limit: int,
+        bucket=None,
+        *,
+        draft_cost: Optional[float] = None,
+        catch_up: int = 0,
+        kinds=None,
+    ) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
         drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
         it drafts; ``kinds``: the kind of each draft in hand (Draft.token_kinds).
@@ -358,8 +391,10 @@ class DraftLengthController:
         rate = lambda j: self.rate(j, bucket, draft_cost=draft_cost, kinds=kinds)  # noqa: E731
         best = max(range(max(self.draft_min, 1), k + 1), key=rate)
         if self.allow_zero and rate(0) >= rate(best):
-            return 0, (f"plain: per token {self.kind_acceptance(kinds[0], bucket):.2f} first, "
-                       f"no length predicts a gain ({why})")
+            return 0, (
+                f"plain: per token {self.kind_acceptance(kinds[0], bucket):.2f} first, "
+                f"no length predicts a gain ({why})"
+            )
         if best < k:
             return best, f"{why}; cut to {best} by its tokens' kinds"
         return k, why
@@ -372,12 +407,17 @@ class DraftLengthController:
         if self.budget is None or not c1:
             return {}
         ratio = lambda seconds: seconds / c1 if seconds else None  # noqa: E731
-        record = {"balance": self.budget.balance, "draft_cost_ratio": ratio(self.draft_cost),
-                  "catch_up_ratio_one": ratio(self.catch_up_cost[False]),
-                  "catch_up_ratio_long": ratio(self.catch_up_cost[True])}
+        record = {
+            "balance": self.budget.balance,
+            "draft_cost_ratio": ratio(self.draft_cost),
+            "catch_up_ratio_one": ratio(self.catch_up_cost[False]),
+            "catch_up_ratio_long": ratio(self.catch_up_cost[True]),
+        }
         if self.budget.rounds >= MIN_ROUNDS_FOR_GAIN:  # what its speculative rounds gained
-            record.update(speculative_gain=self.budget.speculative_gain,
-                          speculative_rounds=float(self.budget.rounds))
+            record.update(
+                speculative_gain=self.budget.speculative_gain,
+                speculative_rounds=float(self.budget.rounds),
+            )
         elif self._carried_gain:
             record.update(self._carried_gain)
         return record
@@ -388,11 +428,14 @@ class DraftLengthController:
             return
         self.budget.balance = min(float(record.get("balance", 0.0)), CARRY_CAP)
         self.draft_cost_ratio = record.get("draft_cost_ratio") or self.draft_cost_ratio
-        self.catch_up_ratio = {False: record.get("catch_up_ratio_one"),
-                               True: record.get("catch_up_ratio_long")}
+        self.catch_up_ratio = {
+            False: record.get("catch_up_ratio_one"),
+            True: record.get("catch_up_ratio_long"),
+        }
         if "speculative_gain" in record:
-            self._carried_gain = {k: record[k] for k in ("speculative_gain", "speculative_rounds")
-                                  if k in record}
+            self._carried_gain = {
+                k: record[k] for k in ("speculative_gain", "speculative_rounds") if k in record
+            }
 
     def _within_budget(self, k: int, catch_up: int, why: str):
         """The longest draft up to k whose worst case the loss budget covers (0: none)."""
@@ -403,8 +446,10 @@ class DraftLengthController:
                     why += f"; cut to {length} by the {budget.describe()}"
                 return length, why
         worst = self.worst_case_loss(max(self.draft_min, 1), catch_up)
-        return 0, (f"plain: {budget.describe()} does not cover the worst case of a draft "
-                   f"({1000 * worst:.0f} ms, {catch_up} tokens to catch up) ({why})")
+        return 0, (
+            f"plain: {budget.describe()} does not cover the worst case of a draft "
+            f"({1000 * worst:.0f} ms, {catch_up} tokens to catch up) ({why})"
+        )
 
     def _choose(self, limit: int, bucket, draft_cost, kinds=None):
         hi = min(self.draft_max, limit)
@@ -418,8 +463,11 @@ class DraftLengthController:
             return 0, "warm-up: measuring a one-token pass"
         rate = lambda k: self.rate(k, bucket, draft_cost=draft_cost, kinds=kinds)  # noqa: E731
         best = max(range(self.draft_min, hi + 1), key=rate)
-        by = f"per token {self.kind_acceptance(kinds[0], bucket):.2f} first" if kinds else \
-            f"acceptance {self.acceptance(bucket):.2f}"
+        by = (
+            f"per token {self.kind_acceptance(kinds[0], bucket):.2f} first"
+            if kinds
+            else f"acceptance {self.acceptance(bucket):.2f}"
+        )
         why = f"{bucket or 'draft'}: {by}, best k={best} predicts {rate(best) / rate(0):.2f}x plain"
         if self.watch.shadowed and draft_cost == 0.0:
             if self.allow_zero and rate(0) >= rate(best):
@@ -464,12 +512,15 @@ class DraftLengthController:
             parts.append(f"draft {1000 * self.draft_cost:.1f} ms/token")
         if self.overhead:
             parts.append(f"speculative round overhead {1000 * self.overhead:.2f} ms")
-        accept = ", ".join(f"{b or 'draft'} {self.acceptance(b):.2f}" for b in sorted(
-            self._counts, key=str))
+        accept = ", ".join(
+            f"{b or 'draft'} {self.acceptance(b):.2f}" for b in sorted(self._counts, key=str)
+        )
         parts.append(f"acceptance: {accept or 'prior ' + format(self.prior, '.2f')}")
         if self._kind_counts:
-            kinds = ", ".join(f"{kind} {self.kind_acceptance(kind):.2f}"
-                              for kind in sorted(self._kind_counts, key=str))
+            kinds = ", ".join(
+                f"{kind} {self.kind_acceptance(kind):.2f}"
+                for kind in sorted(self._kind_counts, key=str)
+            )
             parts.append(f"per-token acceptance by kind: {kinds}")
         if self.budget is not None:
             parts.append(self.budget.describe())

@@ -10,6 +10,7 @@ The drafters themselves: ``lookup.py`` (the request's own tokens and a memory of
 requests), ``draft_model.py`` (a small GGUF model), ``callable.py`` (any function of the
 ids), ``combined.py`` (a list of them, in order).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class Draft:
 def common_prefix(context: list, held: list) -> int:
     """How many leading tokens ``context`` shares with ``held`` (what a drafter's state, a
     KV cache or an index, holds): all of ``held`` when context extends it."""
-    if context[:len(held)] == held:
+    if context[: len(held)] == held:
         return len(held)
     common, limit = 0, min(len(context), len(held))
     while common < limit and context[common] == held[common]:
@@ -55,12 +56,19 @@ class Drafter:
     name = "drafter"
     free = False
 
-    def draft(self, context: np.ndarray, max_tokens: int, params: SamplingParams,
-              position: int) -> Draft:
+    def draft(
+        self, context: np.ndarray, max_tokens: int, params: SamplingParams, position: int
+    ) -> Draft:
         raise NotImplementedError
 
-    def draft_constrained(self, context: np.ndarray, max_tokens: int, params: SamplingParams,
-                          position: int, allowed_run) -> Draft:
+    def draft_constrained(
+        self,
+        context: np.ndarray,
+        max_tokens: int,
+        params: SamplingParams,
+        position: int,
+        allowed_run,
+    ) -> Draft:
         """``draft`` for a request under a grammar: ``allowed_run(tokens)`` says how many
         leading tokens of a candidate the grammar allows. A drafter with several candidates
         prefers the one the grammar allows furthest; by default the one draft is offered as

@@ -9,8 +9,10 @@ are the same whoever drafted), so one cost model decides both; each keeps the ac
 and costs of its own drafter. The draft model catches up lazily on what lookup rounds
 emitted, and the loss budget charges that catch-up to the round that needs it.
 """
+
 from __future__ import annotations
 
+from pyspec.errors import ArgumentTypeError, InvalidInputError
 from pyspec.llama.drafting.base import Drafter
 
 
@@ -22,8 +24,10 @@ class CombinedDrafter(Drafter):
 
     def __init__(self, free: Drafter, costly: Drafter):
         if not free.free or costly.free:
-            raise ValueError(f"a combined drafter is a free drafter then a costly one (lookup, then a "
-                             f"draft model); got {free.name} then {costly.name}")
+            raise InvalidInputError(
+                f"a combined drafter is a free drafter then a costly one (lookup, then a "
+                f"draft model); got {free.name} then {costly.name}"
+            )
         self.free_member, self.costly_member = free, costly
         self.members = (free, costly)
         self.name = f"{free.name}+{costly.name}"
@@ -47,7 +51,9 @@ class CombinedDrafter(Drafter):
         return self.costly_member.catch_up_tokens(context)
 
     def draft(self, context, max_tokens, params, position):
-        raise TypeError("a combined drafter is driven by the loop (Speculation._draft), member by member")
+        raise ArgumentTypeError(
+            "a combined drafter is driven by the loop (Speculation._draft), member by member"
+        )
 
     def close(self) -> None:
         for m in self.members:

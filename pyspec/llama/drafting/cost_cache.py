@@ -13,6 +13,7 @@ finite, plausible, monotone; a corrupt or implausible file is ignored with one w
 is only a prior that live passes override, and it is dropped when the first live passes of a
 size disagree with it by more than 2x. Only sizes with several live passes are written.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from pyspec.cache import cache_dir
+from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.costs import validate_ratios
 
 log = logging.getLogger("pyspec")
@@ -53,12 +55,19 @@ def cost_cache_file(llama) -> Optional[Path]:
     import llama_cpp
 
     params = llama.context_params
-    key = dict(model, n_threads=params.n_threads, n_threads_batch=params.n_threads_batch,
-               n_batch=llama.n_batch, n_ubatch=params.n_ubatch,
-               cpu=platform.processor() or platform.machine(), cpus=os.cpu_count(),
-               llama_cpp=llama_cpp.__version__, format=FORMAT,
-               # The build's kernels (AMX or not, repacking) shape the curve more than anything.
-               build=_system_info(llama_cpp))
+    key = dict(
+        model,
+        n_threads=params.n_threads,
+        n_threads_batch=params.n_threads_batch,
+        n_batch=llama.n_batch,
+        n_ubatch=params.n_ubatch,
+        cpu=platform.processor() or platform.machine(),
+        cpus=os.cpu_count(),
+        llama_cpp=llama_cpp.__version__,
+        format=FORMAT,
+        # The build's kernels (AMX or not, repacking) shape the curve more than anything.
+        build=_system_info(llama_cpp),
+    )
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir() / "costs" / f"{Path(model['model']).stem}-{digest}.json"
 
@@ -75,11 +84,11 @@ def parse_ratios(text: str) -> dict:
         raw = data["ratios"] if "ratios" in data else data["costs"]
         values = {int(n): float(v) for n, v in raw.items()}
     except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"unexpected layout ({type(exc).__name__}: {exc})") from None
+        raise InvalidInputError(f"unexpected layout ({type(exc).__name__}: {exc})") from None
     if "ratios" not in data:  # format 1: absolute seconds, size 1 included
         one = values.pop(1, None)
         if not one or not math.isfinite(one) or one <= 0:
-            raise ValueError("format-1 file without a valid one-token cost")
+            raise InvalidInputError("format-1 file without a valid one-token cost")
         values = {n: v / one for n, v in values.items()}
     return values
 
@@ -112,8 +121,9 @@ def save_ratios(path: Optional[Path], ratios: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"format": FORMAT,
-                                   "ratios": {str(n): r for n, r in sorted(ratios.items())}}))
+        tmp.write_text(
+            json.dumps({"format": FORMAT, "ratios": {str(n): r for n, r in sorted(ratios.items())}})
+        )
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("pyspec: cannot write the cost cache %s: %s", path, exc)
@@ -136,9 +146,17 @@ def load_drafter_record(path: Optional[Path]) -> dict:
         return {}
     try:
         record = json.loads(path.read_text())
-        clean = {k: (None if record.get(k) is None else float(record[k]))
-                 for k in ("balance", "draft_cost_ratio", "catch_up_ratio_one",
-                           "catch_up_ratio_long", "speculative_gain", "speculative_rounds")}
+        clean = {
+            k: (None if record.get(k) is None else float(record[k]))
+            for k in (
+                "balance",
+                "draft_cost_ratio",
+                "catch_up_ratio_one",
+                "catch_up_ratio_long",
+                "speculative_gain",
+                "speculative_rounds",
+            )
+        }
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         log.warning("pyspec: ignoring the drafter record %s: %s", path, exc)
         return {}

@@ -25,6 +25,7 @@ model learns from. What it believes about a batch of n tokens:
 The resulting curve is made non-decreasing in n (a batch never costs less than a smaller
 one). Nothing here reads a clock: tests inject timings (noisy, shifting) deterministically.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,9 +34,9 @@ from typing import Optional
 
 import numpy as np
 
-WINDOW = 9           # passes kept per batch size n >= 2
-WINDOW_ONE = 15      # one-token passes kept (plain rounds are frequent)
-STALE_ROUNDS = 300   # a size's weight halves every this many rounds without a pass of it
+WINDOW = 9  # passes kept per batch size n >= 2
+WINDOW_ONE = 15  # one-token passes kept (plain rounds are frequent)
+STALE_ROUNDS = 300  # a size's weight halves every this many rounds without a pass of it
 MAX_SIZE = 4096
 
 
@@ -60,8 +61,10 @@ def validate_ratios(ratios: dict) -> str:
         if not isinstance(r, (int, float)) or not math.isfinite(r):
             return f"batch size {n}: cost {r!r} is not a finite number"
         if not 0.8 <= r <= 1.5 * n + 1:
-            return (f"batch size {n} costs {r:.3g}x one token, outside [0.8, {1.5 * n + 1:g}] "
-                    f"(measured under load?)")
+            return (
+                f"batch size {n} costs {r:.3g}x one token, outside [0.8, {1.5 * n + 1:g}] "
+                f"(measured under load?)"
+            )
     ordered = [ratios[n] for n in sorted(ratios)]
     for (a, b), n in zip(zip(ordered, ordered[1:]), sorted(ratios)[1:]):
         if b < a / 1.1:
@@ -74,12 +77,12 @@ class BatchCosts:
 
     def __init__(self, max_n: int = 65):
         self.max_n = max_n
-        self._passes: dict = {}       # n -> deque of seconds
-        self._last_seen: dict = {}    # n -> round index of its last pass
+        self._passes: dict = {}  # n -> deque of seconds
+        self._last_seen: dict = {}  # n -> round index of its last pass
         self._round = 0
         self._prior_ratios: Optional[dict] = None  # from the cost cache (validated)
         self.prior_source = "default"
-        self._curve: Optional[np.ndarray] = None   # seconds for n = 0..max_n, rebuilt lazily
+        self._curve: Optional[np.ndarray] = None  # seconds for n = 0..max_n, rebuilt lazily
 
     # ---- inputs -------------------------------------------------------------------------
     def observe(self, n: int, seconds: float) -> None:
@@ -113,8 +116,10 @@ class BatchCosts:
         measured = float(np.median(window)) / c1
         cached = self._prior_ratios[n]
         if not 0.5 <= measured / cached <= 2.0:
-            self.prior_source = (f"default (the cached shape said {cached:.2f}x for {n} tokens, "
-                                 f"live passes {measured:.2f}x)")
+            self.prior_source = (
+                f"default (the cached shape said {cached:.2f}x for {n} tokens, "
+                f"live passes {measured:.2f}x)"
+            )
             self._prior_ratios = None
             self._curve = None
 
@@ -147,8 +152,10 @@ class BatchCosts:
         if c1 is None:  # nothing measured yet: unit-free (only ratios matter then)
             c1 = 1.0
         sizes = [n for n in sorted(self._passes) if n >= 2 and n <= self.max_n]
-        logc = [self.weight(n) * math.log(float(np.median(self._passes[n])) / (c1 * self.prior(n)))
-                for n in sizes]
+        logc = [
+            self.weight(n) * math.log(float(np.median(self._passes[n])) / (c1 * self.prior(n)))
+            for n in sizes
+        ]
         ns = np.arange(self.max_n + 1)
         corr = np.interp(ns, sizes, logc) if sizes else np.zeros(len(ns))
         curve = np.array([c1 * self.prior(int(n)) for n in ns]) * np.exp(corr)
@@ -169,8 +176,11 @@ class BatchCosts:
         c1 = self.per_token()
         if c1 is None or len(self._passes.get(1, ())) < min_passes:
             return {}
-        return {n: float(np.median(w)) / c1 for n, w in sorted(self._passes.items())
-                if n >= 2 and len(w) >= min_passes}
+        return {
+            n: float(np.median(w)) / c1
+            for n, w in sorted(self._passes.items())
+            if n >= 2 and len(w) >= min_passes
+        }
 
     def shape_to_save(self) -> dict:
         """What the cost cache should keep: the trusted prior shape (if any) updated with the
@@ -190,5 +200,8 @@ class BatchCosts:
             w = self.weight(n)
             tag = f"measured x{len(self._passes[n])}" if w > 0.05 else "prior"
             parts.append(f"{n}: {self.predict(n) / c1:.2f}x ({tag})")
-        return (f"one token {1000 * c1:.1f} ms (median of {len(self._passes[1])}); batch "
-                + ", ".join(parts) + f"; prior shape: {self.prior_source}")
+        return (
+            f"one token {1000 * c1:.1f} ms (median of {len(self._passes[1])}); batch "
+            + ", ".join(parts)
+            + f"; prior shape: {self.prior_source}"
+        )

@@ -1,4 +1,5 @@
 """A small GGUF model as the drafter: its own llama.cpp context, the target's tokenizer."""
+
 from __future__ import annotations
 
 import ctypes
@@ -7,12 +8,13 @@ from typing import Optional
 
 import numpy as np
 
-from pyspec.params import SamplingParams
-from pyspec.rng import Purpose, uniform
-from pyspec.request import LogitsPointer, SparseDraftProbs
-from pyspec.verifier import distribution_sparse
-from pyspec.llama.prefix_reuse import PrefixReuse
+from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
+from pyspec.llama.prefix_reuse import PrefixReuse
+from pyspec.params import SamplingParams
+from pyspec.request import LogitsPointer, SparseDraftProbs
+from pyspec.rng import Purpose, uniform
+from pyspec.verifier import distribution_sparse
 
 
 def draw_from(ids: np.ndarray, probs: np.ndarray, u):
@@ -40,19 +42,32 @@ class DraftModel(Drafter):
 
     name = "draft-model"
 
-    def __init__(self, model, *, p_min: float = 0.0, draft_top_k: int = 40,
-                 n_ctx: Optional[int] = None, n_threads: Optional[int] = None,
-                 n_batch: int = 512, verbose: bool = False):
+    def __init__(
+        self,
+        model,
+        *,
+        p_min: float = 0.0,
+        draft_top_k: int = 40,
+        n_ctx: Optional[int] = None,
+        n_threads: Optional[int] = None,
+        n_batch: int = 512,
+        verbose: bool = False,
+    ):
         import llama_cpp
 
         if not 0.0 <= p_min < 1.0:
-            raise ValueError(f"p_min must be in [0, 1), got {p_min}")
+            raise InvalidInputError(f"p_min must be in [0, 1), got {p_min}")
         if isinstance(model, llama_cpp.Llama):
             self.llama = model
             self._owned = False
         else:
-            kwargs = dict(model_path=str(model), n_ctx=n_ctx or 4096, n_batch=n_batch,
-                          logits_all=False, verbose=verbose)
+            kwargs = dict(
+                model_path=str(model),
+                n_ctx=n_ctx or 4096,
+                n_batch=n_batch,
+                logits_all=False,
+                verbose=verbose,
+            )
             if n_threads:
                 kwargs["n_threads"] = n_threads
             self.llama = llama_cpp.Llama(**kwargs)
@@ -65,7 +80,7 @@ class DraftModel(Drafter):
         self._decoder = BatchDecoder(self.llama.ctx, self.n_vocab, self.llama.n_batch)
         self._evaluated: list = []  # what the draft's KV cache holds, in order
         self._last_row = 0  # address of the logits after the last evaluated token
-        self._round = 0     # draws of each round of a request use their own Philox stream
+        self._round = 0  # draws of each round of a request use their own Philox stream
         # The first catch-up of a request is what its cache state could make differ from a
         # fresh drafter's (prefix_reuse.py): a repeated request re-uses it exactly.
         self._reuse = PrefixReuse(self.llama.n_batch)
@@ -137,12 +152,14 @@ class DraftModel(Drafter):
         todo = context[start:]
         step = self.llama.n_batch
         for i in range(0, len(todo), step):
-            chunk = todo[i:i + step]
+            chunk = todo[i : i + step]
             self._last_row = self._decoder.decode(chunk, len(self._evaluated), 1)
             self._reuse.decoded(len(self._evaluated), len(chunk))
             self._evaluated.extend(chunk)
         if first:
-            row = np.ctypeslib.as_array((ctypes.c_float * self.n_vocab).from_address(self._last_row))
+            row = np.ctypeslib.as_array(
+                (ctypes.c_float * self.n_vocab).from_address(self._last_row)
+            )
             self._saved_row = np.array(row, copy=True)
             self._last_row = self._saved_row.ctypes.data
             self._reuse.save(context, start, self._saved_row)
@@ -150,11 +167,17 @@ class DraftModel(Drafter):
 
     def _params(self, params: SamplingParams) -> SamplingParams:
         if params.greedy:  # probabilities are needed for p_min; the draft is the argmax
-            return SamplingParams(temperature=1.0, top_k=self.draft_top_k, top_p=1.0, min_p=0.0,
-                                  seed=params.seed)
+            return SamplingParams(
+                temperature=1.0, top_k=self.draft_top_k, top_p=1.0, min_p=0.0, seed=params.seed
+            )
         top_k = params.top_k if 0 < params.top_k <= self.draft_top_k else self.draft_top_k
-        return SamplingParams(temperature=params.temperature, top_k=top_k, top_p=params.top_p,
-                              min_p=params.min_p, seed=params.seed)
+        return SamplingParams(
+            temperature=params.temperature,
+            top_k=top_k,
+            top_p=params.top_p,
+            min_p=params.min_p,
+            seed=params.seed,
+        )
 
     def point_mass(self, params):
         return params.greedy  # sampled drafts carry their distribution q
@@ -204,6 +227,12 @@ class DraftModel(Drafter):
         # What drafting costs once the draft keeps pace (one catch-up token per round); a long
         # catch-up after plain rounds is not what more drafting would cost.
         steady = t_catch_up / max(n_new, 1) + (elapsed - t_catch_up)
-        return Draft(tokens, sparse, elapsed, steady_seconds=steady, catch_up_tokens=n_new,
-                     catch_up_seconds=t_catch_up, costly=True)
-
+        return Draft(
+            tokens,
+            sparse,
+            elapsed,
+            steady_seconds=steady,
+            catch_up_tokens=n_new,
+            catch_up_seconds=t_catch_up,
+            costly=True,
+        )

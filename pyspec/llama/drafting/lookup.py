@@ -21,6 +21,7 @@ being followed, the request's own tokens, the memory), how long the match was, a
 the occurrences agreed on it (one occurrence, all of several, a majority, a split). The
 cost model learns an acceptance per kind and predicts a draft's yield token by token.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,9 +29,10 @@ from typing import Optional
 
 import numpy as np
 
-from pyspec.suffix_index import SuffixIndex
+from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
 from pyspec.llama.drafting.request_memory import RequestMemory
+from pyspec.suffix_index import SuffixIndex
 
 
 def agreement(count: int, total: int) -> str:
@@ -47,12 +49,21 @@ class PromptLookup(Drafter):
     free = True
     COPY_RUN = 4  # tokens followed (or match length) from which a draft counts as a copy
 
-    def __init__(self, max_ngram: int = 8, min_ngram: int = 1, *, resync_window: int = 24,
-                 max_edit: int = 8, max_occurrences: int = 32):
+    def __init__(
+        self,
+        max_ngram: int = 8,
+        min_ngram: int = 1,
+        *,
+        resync_window: int = 24,
+        max_edit: int = 8,
+        max_occurrences: int = 32,
+    ):
         if not 1 <= min_ngram <= max_ngram:
-            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+            raise InvalidInputError(
+                f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}"
+            )
         if resync_window < 1 or max_edit < 1:
-            raise ValueError("resync_window and max_edit must be >= 1")
+            raise InvalidInputError("resync_window and max_edit must be >= 1")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.resync_window, self.max_edit = resync_window, max_edit
         self.max_occurrences = max_occurrences
@@ -84,10 +95,10 @@ class PromptLookup(Drafter):
         self._index = SuffixIndex(self.max_ngram)
         self._list: list = []
         self._forget_copy()
-        self._subs: dict = {}   # first old token -> {old tuple: new tuple}
+        self._subs: dict = {}  # first old token -> {old tuple: new tuple}
 
     def _forget_copy(self):
-        self._cursor = None     # (source index of the next expected token, pending sub tokens)
+        self._cursor = None  # (source index of the next expected token, pending sub tokens)
         self._divergence = None  # (source index, output index, run) where the output left the copy
         self._run = 0  # tokens the output has followed the current source for
 
@@ -97,7 +108,7 @@ class PromptLookup(Drafter):
         (longest first)."""
         seq = self._list
         for old, new in sorted(self._subs.get(seq[c], {}).items(), key=lambda kv: -len(kv[0])):
-            if tuple(seq[c:c + len(old)]) == old:
+            if tuple(seq[c : c + len(old)]) == old:
                 return old, new
         return None
 
@@ -110,7 +121,7 @@ class PromptLookup(Drafter):
         while len(out) < limit and c < stop:
             sub = self._sub_at(c) if self._subs else None
             if sub is not None and c + len(sub[0]) <= stop:
-                out.extend(sub[1][:limit - len(out)])
+                out.extend(sub[1][: limit - len(out)])
                 c += len(sub[0])
             else:
                 out.append(seq[c])
@@ -161,11 +172,16 @@ class PromptLookup(Drafter):
             first = j - n + 1  # the re-joining n-gram is seq[first:j+1]
             if first < out or first == out and n == 1 and j == out:
                 continue  # the divergent token itself cannot be the re-join
-            gram = seq[first:j + 1]
+            gram = seq[first : j + 1]
             for p in range(src, min(src + self.resync_window, first - n + 1)):
-                if seq[p:p + n] == gram:
+                if seq[p : p + n] == gram:
                     old, new = tuple(seq[src:p]), tuple(seq[out:first])
-                    if old and old != new and len(old) <= self.max_edit and len(new) <= self.max_edit:
+                    if (
+                        old
+                        and old != new
+                        and len(old) <= self.max_edit
+                        and len(new) <= self.max_edit
+                    ):
                         self._subs.setdefault(old[0], {})[old] = new
                     self._cursor = (p + n, ())
                     self._divergence = None
@@ -216,9 +232,10 @@ class PromptLookup(Drafter):
             out = self._virtual(self._cursor, max_tokens, len(seq))
             kind = "copy" if self._run >= self.COPY_RUN else "follow"
             yield self._cursor, self._run, out, [kind] * len(out), None
-        pattern = seq[-self.max_ngram:]
-        own = self._index.draft(pattern, max_tokens, min_match=self.min_ngram,
-                                max_occurrences=self.max_occurrences)
+        pattern = seq[-self.max_ngram :]
+        own = self._index.draft(
+            pattern, max_tokens, min_match=self.min_ngram, max_occurrences=self.max_occurrences
+        )
         recalled = None
         if self.memory is not None and own.match_length <= 1:
             # Searched after the request's own tokens: used where those have no match, or
@@ -236,8 +253,9 @@ class PromptLookup(Drafter):
             yield self._own_candidate(own, max_tokens)
         if every_length:
             for n in range(min(own.match_length, len(pattern)) - 1, self.min_ngram - 1, -1):
-                shorter = self._index.draft(pattern[-n:], max_tokens, min_match=n,
-                                            max_occurrences=self.max_occurrences)
+                shorter = self._index.draft(
+                    pattern[-n:], max_tokens, min_match=n, max_occurrences=self.max_occurrences
+                )
                 if shorter.tokens:
                     yield self._own_candidate(shorter, max_tokens)
 
@@ -247,7 +265,7 @@ class PromptLookup(Drafter):
         out = found.tokens
         if self._subs:  # the copy with the edits learned so far applied
             out = self._virtual(cursor, max_tokens, len(self._list))
-            kinds = (kinds + [kinds[-1]] * len(out))[:len(out)]
+            kinds = (kinds + [kinds[-1]] * len(out))[: len(out)]
         return cursor, found.match_length, out, kinds, None
 
     def _take(self, candidate, t0: float, n: Optional[int] = None) -> Draft:

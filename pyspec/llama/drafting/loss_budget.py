@@ -16,30 +16,31 @@ the drafter has done, the time spent is at most ``(1 + FRACTION)`` times plain d
 (about 0.97x plain or better), plus at most one round's misestimate; a drafter that pays
 earns with every good round and is never held back by it.
 
-The balance is carried from request to request and, through the cost cache, from process
-to process (at most ``CARRY_CAP`` seconds of it). What it banks from gains is capped (``CAP`` seconds, or the 3% earned so far if
-that is more), so that a drafter that paid for a long time and then stops paying (other
-text, other load) is stopped soon.
+The balance is carried from request to request and, through the cost cache, from process to
+process (at most ``CARRY_CAP`` seconds of it). What it banks from gains is capped (``CAP``
+seconds, or the 3% earned so far if that is more), so that a drafter that paid for a long
+time and then stops paying (other text, other load) is stopped soon.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-FRACTION = 0.03   # a costly drafter may cost at most 3% over plain decoding
-CAP = 2.0         # seconds of gains a drafter can bank beyond the 3% it earned
-CARRY_CAP = 5.0   # seconds of balance a process takes over from the last one
+FRACTION = 0.03  # a costly drafter may cost at most 3% over plain decoding
+CAP = 2.0  # seconds of gains a drafter can bank beyond the 3% it earned
+CARRY_CAP = 5.0  # seconds of balance a process takes over from the last one
 
 
 @dataclass
 class LossBudget:
-    balance: float = 0.0         # seconds the drafter may still lose
+    balance: float = 0.0  # seconds the drafter may still lose
     fraction: float = FRACTION
     cap: float = CAP
-    lost: float = 0.0            # what speculative rounds lost in total (negative: gained)
+    lost: float = 0.0  # what speculative rounds lost in total (negative: gained)
     plain_equivalent: float = 0.0  # plain decoding's time for every token emitted
-    rounds: int = 0              # speculative rounds settled
-    speculative_plain: float = 0.0    # plain decoding's time for their tokens
+    rounds: int = 0  # speculative rounds settled
+    speculative_plain: float = 0.0  # plain decoding's time for their tokens
     speculative_seconds: float = 0.0  # and their own
 
     @property

@@ -10,6 +10,7 @@ starts with the latest document replaces it rather than storing it twice.
 
 Thread-safe (one lock): the server's requests may end and draft concurrently.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pyspec.errors import InvalidInputError
 from pyspec.suffix_index import SEPARATOR, SuffixDraft, SuffixIndex
 
 DEFAULT_MAX_TOKENS = 65536
@@ -26,11 +28,11 @@ MIN_MATCH = 2  # a one-token match across requests says little
 
 @dataclass
 class MemoryStats:
-    tokens: int = 0       # tokens held now
-    documents: int = 0    # requests held now
-    lookups: int = 0      # drafts asked of the memory
-    hits: int = 0         # drafts it gave
-    evicted: int = 0      # requests dropped for room
+    tokens: int = 0  # tokens held now
+    documents: int = 0  # requests held now
+    lookups: int = 0  # drafts asked of the memory
+    hits: int = 0  # drafts it gave
+    evicted: int = 0  # requests dropped for room
 
     @property
     def hit_rate(self) -> float:
@@ -40,7 +42,7 @@ class MemoryStats:
 class RequestMemory:
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, max_match: int = 16):
         if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+            raise InvalidInputError(f"max_tokens must be >= 1, got {max_tokens}")
         self.max_tokens, self.max_match = int(max_tokens), int(max_match)
         self._lock = threading.Lock()
         self._documents: deque = deque()  # np.int32 arrays, oldest first
@@ -53,12 +55,16 @@ class RequestMemory:
 
     def add(self, tokens) -> None:
         """Stores one finished request (its prompt and output)."""
-        doc = np.asarray(tokens, dtype=np.int32)[-self.max_tokens:]
+        doc = np.asarray(tokens, dtype=np.int32)[-self.max_tokens :]
         if not doc.size:
             return
         with self._lock:
             last = self._documents[-1] if self._documents else None
-            if last is not None and last.size <= doc.size and np.array_equal(doc[:last.size], last):
+            if (
+                last is not None
+                and last.size <= doc.size
+                and np.array_equal(doc[: last.size], last)
+            ):
                 # The next turn of the same chat: it holds the last one whole.
                 self._documents.pop()
                 self._held -= last.size

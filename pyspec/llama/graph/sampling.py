@@ -14,6 +14,7 @@ what a completion's logprobs report, for 1 + 2 n_top numbers per row instead of 
 While attached, the context has no host logits for sequence 0: whatever needs a logits row
 (llama-cpp-python's own loop, its logprobs, grammars, the host verifier) must detach first.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -24,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from pyspec._native.ffi import ffi
-from pyspec.errors import raise_for_status
+from pyspec.errors import InvalidInputError, raise_for_status
 from pyspec.llama.graph.build import GraphSamplerUnavailable, build_graph_library
 from pyspec.params import SamplingParams
 from pyspec.request import RowLogprobs
@@ -42,13 +43,14 @@ def graph_library():
             glib = ffi.dlopen(str(path))
         except OSError as exc:
             raise GraphSamplerUnavailable(f"cannot load {path}: {exc}") from None
-        import llama_cpp  # noqa: PLC0415
+        import llama_cpp
 
         built_for = ffi.string(glib.pyspec_graph_llama_version()).decode()
         if built_for != llama_cpp.__version__:
             raise GraphSamplerUnavailable(
                 f"{path} was compiled against llama-cpp-python {built_for}; the installed one is "
-                f"{llama_cpp.__version__} (remove it to rebuild)")
+                f"{llama_cpp.__version__} (remove it to rebuild)"
+            )
         return glib
 
 
@@ -73,9 +75,16 @@ class GraphSampler:
         address = ctypes.cast(ctx, ctypes.c_void_p).value
         c_params = ffi.new("pyspec_sampling_params *")
         params.fill(c_params)
-        self._check(self._lib.pyspec_graph_sampler_attach(
-            ffi.cast("void *", address), _SEQUENCE, c_params, -1 if n_top is None else n_top,
-            handle, self._err))
+        self._check(
+            self._lib.pyspec_graph_sampler_attach(
+                ffi.cast("void *", address),
+                _SEQUENCE,
+                c_params,
+                -1 if n_top is None else n_top,
+                handle,
+                self._err,
+            )
+        )
         self._handle: Optional[object] = handle[0]
         self._tokens = ffi.new("int32_t[]", max_rows)
         self._max_rows = max_rows
@@ -99,16 +108,26 @@ class GraphSampler:
         drafts[:r]); ``len(drafts) + 1`` rows. Call before each decode."""
         history = np.ascontiguousarray(history, dtype=np.int32)
         drafts = np.ascontiguousarray(drafts, dtype=np.int32)
-        self._check(self._lib.pyspec_graph_sampler_set_history(
-            self._handle, ffi.cast("const int32_t *", history.ctypes.data), history.size,
-            ffi.cast("const int32_t *", drafts.ctypes.data), drafts.size + 1, self._err))
+        self._check(
+            self._lib.pyspec_graph_sampler_set_history(
+                self._handle,
+                ffi.cast("const int32_t *", history.ctypes.data),
+                history.size,
+                ffi.cast("const int32_t *", drafts.ctypes.data),
+                drafts.size + 1,
+                self._err,
+            )
+        )
 
     def read(self, first_output: int, n_rows: int) -> np.ndarray:
         """The tokens sampled for outputs ``first_output ...`` of the last decode."""
         if not 1 <= n_rows <= self._max_rows:
-            raise ValueError(f"n_rows {n_rows} outside [1, {self._max_rows}]")
-        self._check(self._lib.pyspec_graph_sampler_read(self._handle, first_output, n_rows,
-                                                        self._tokens, self._err))
+            raise InvalidInputError(f"n_rows {n_rows} outside [1, {self._max_rows}]")
+        self._check(
+            self._lib.pyspec_graph_sampler_read(
+                self._handle, first_output, n_rows, self._tokens, self._err
+            )
+        )
         tokens = np.frombuffer(ffi.buffer(self._tokens, 4 * n_rows), dtype=np.int32).copy()
         if self.n_top is not None:
             self._logprobs = self._read_logprobs(first_output, n_rows)
@@ -124,9 +143,17 @@ class GraphSampler:
         token_lp = np.empty(n_rows, dtype=np.float32)
         ids = np.empty((n_rows, k), dtype=np.int32)
         lps = np.empty((n_rows, k), dtype=np.float32)
-        self._check(self._lib.pyspec_graph_sampler_read_logprobs(
-            self._handle, first_output, n_rows, ffi.cast("float *", token_lp.ctypes.data),
-            ffi.cast("int32_t *", ids.ctypes.data), ffi.cast("float *", lps.ctypes.data), self._err))
+        self._check(
+            self._lib.pyspec_graph_sampler_read_logprobs(
+                self._handle,
+                first_output,
+                n_rows,
+                ffi.cast("float *", token_lp.ctypes.data),
+                ffi.cast("int32_t *", ids.ctypes.data),
+                ffi.cast("float *", lps.ctypes.data),
+                self._err,
+            )
+        )
         rows = []
         for i in range(n_rows):  # ggml_top_k keeps no order: most likely first, then lower id
             order = np.lexsort((ids[i], -lps[i]))
@@ -151,8 +178,9 @@ def point_mass_result(sampled: np.ndarray, drafts: list) -> tuple:
     return n, [*drafts[:n], int(sampled[n])]
 
 
-def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1,
-                   history=()) -> np.ndarray:
+def sample_in_ggml(
+    row, params: SamplingParams, positions, n_threads: int = 1, history=()
+) -> np.ndarray:
     """The in-graph sampler's ops run by ggml's CPU back end on one host row of logits (no
     model): one draw per position, with that position's uniform (and with penalties on, the
     window of ``history``). The tokens a decode with the sampler attached would emit for
@@ -160,20 +188,27 @@ def sample_in_ggml(row, params: SamplingParams, positions, n_threads: int = 1,
     glib = graph_library()
     row = np.ascontiguousarray(row, dtype=np.float32)
     if row.ndim != 1 or not row.size:
-        raise ValueError(f"row must be one non-empty row of logits, got shape {row.shape}")
+        raise InvalidInputError(f"row must be one non-empty row of logits, got shape {row.shape}")
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     if positions.ndim != 1:
-        raise ValueError(f"positions must be 1-D, got shape {positions.shape}")
+        raise InvalidInputError(f"positions must be 1-D, got shape {positions.shape}")
     out = np.empty(positions.size, dtype=np.int32)
     c_params = ffi.new("pyspec_sampling_params *")
     params.fill(c_params)
     err = ffi.new("pyspec_error *")
     history = np.ascontiguousarray(history, dtype=np.int32)
     status = glib.pyspec_graph_sample_rows(
-        ffi.cast("const float *", row.ctypes.data), row.size, c_params,
-        ffi.cast("const int32_t *", history.ctypes.data), history.size,
-        ffi.cast("const int64_t *", positions.ctypes.data), positions.size, n_threads,
-        ffi.cast("int32_t *", out.ctypes.data), err)
+        ffi.cast("const float *", row.ctypes.data),
+        row.size,
+        c_params,
+        ffi.cast("const int32_t *", history.ctypes.data),
+        history.size,
+        ffi.cast("const int64_t *", positions.ctypes.data),
+        positions.size,
+        n_threads,
+        ffi.cast("int32_t *", out.ctypes.data),
+        err,
+    )
     if status:
         raise_for_status(status, "in-graph sampler: " + ffi.string(err.message).decode())
     return out

@@ -20,10 +20,13 @@ reads it back from a library file, which is how ``pyspec doctor`` and the build 
 tell a fixed AMX build from an unfixed one wherever the wheel came from (version 1 had
 no marker and counts as unfixed).
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from pyspec.errors import AmxFixError
 
 FIX_VERSION = 2
 MMQ_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/amx/mmq.cpp")
@@ -53,7 +56,7 @@ def replacement() -> str:
     rows = []
     image = _config_bytes()
     for start in range(0, 64, 16):
-        rows.append("    " + ", ".join(str(b) for b in image[start:start + 16]) + ",")
+        rows.append("    " + ", ".join(str(b) for b in image[start : start + 16]) + ",")
     table = "\n".join(rows)
     return f"""// {MARKER} (version {FIX_VERSION}): the configuration is a static byte image,
 // copied into an aligned per-thread buffer; the barrier keeps the compiler from dropping
@@ -89,21 +92,21 @@ def fix_version_in(library: Path) -> int:
     return max((int(v) for v in found), default=0)
 
 
-class AmxFixError(RuntimeError):
-    """The vendored source does not look like the one the fix was written for."""
-
-
 def patch_source(text: str) -> str:
     """mmq.cpp's text with ggml_tile_config_init replaced (idempotent)."""
     if MARKER in text:
         return text
     found = _FUNCTION.findall(text)
     if len(found) != 1:
-        raise AmxFixError(f"expected one definition of ggml_tile_config_init in mmq.cpp, "
-                          f"found {len(found)}: this llama.cpp is not the one the fix is for")
+        raise AmxFixError(
+            f"expected one definition of ggml_tile_config_init in mmq.cpp, "
+            f"found {len(found)}: this llama.cpp is not the one the fix is for"
+        )
     if "_tile_loadconfig(&tc)" not in found[0]:
-        raise AmxFixError("ggml_tile_config_init no longer loads a stack tile_config_t: "
-                          "this llama.cpp is not the one the fix is for")
+        raise AmxFixError(
+            "ggml_tile_config_init no longer loads a stack tile_config_t: "
+            "this llama.cpp is not the one the fix is for"
+        )
     if "#include <cstring>" not in text and "#include <string.h>" not in text:
         text = "#include <cstring>\n" + text
     return _FUNCTION.sub(lambda _: replacement(), text, count=1)

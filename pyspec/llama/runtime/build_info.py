@@ -3,6 +3,7 @@ fix compiled into it. Read by the library at run time (the guard, the in-graph s
 build) and by the installer, which plans builds from the same facts; so these live on the
 library side and the installer imports them, never the other way round.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

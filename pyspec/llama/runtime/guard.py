@@ -11,18 +11,20 @@ which rebuilds with pyspec's fix to the AMX path), unless the build is pyspec's 
 its ggml CPU library carries the fix's marker (``llama_amx_fix.fix_version_in``).
 ``PYSPEC_ALLOW_AMX=1`` skips the check (for a llama.cpp that has the upstream fix).
 """
+
 from __future__ import annotations
 
 import os
 
-from pyspec.llama.runtime.build_info import LLAMA_ISSUE, build_features, cpu_flags  # noqa: F401 (re-exported)
-from pyspec.llama.runtime.build_info import installed_amx_fix
+from pyspec.errors import UnsafeLlamaBuildError
+from pyspec.llama.runtime.build_info import (
+    LLAMA_ISSUE,
+    build_features,
+    cpu_flags,
+    installed_amx_fix,
+)
 
 ALLOW_ENV = "PYSPEC_ALLOW_AMX"
-
-
-class UnsafeLlamaBuildError(RuntimeError):
-    """The installed llama-cpp-python would crash on this CPU (AMX path, llama.cpp #20824)."""
 
 
 def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) -> str:
@@ -33,14 +35,16 @@ def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) ->
         return ""
     if not {"amx_int8", "amx_tile"} <= set(flags):
         return ""
-    return (f"the installed llama-cpp-python was built with ggml's AMX matrix multiply "
-            f"(llama_print_system_info reports AMX_INT8 = 1) and this CPU reports AMX; "
-            f"llama.cpp 0.3.36 loads quantised weights into an AMX buffer there and crashes "
-            f"with a segmentation fault on the first model call ({LLAMA_ISSUE}). Fix: "
-            f"`python3 -m pyspec install-llama` rebuilds llama-cpp-python with this CPU's SIMD "
-            f"levels and ggml's AMX path with pyspec's fix to it (`--no-amx`: without AMX; "
-            f"about 10 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
-            f"this check with a llama.cpp that has the upstream fix.")
+    return (
+        f"the installed llama-cpp-python was built with ggml's AMX matrix multiply "
+        f"(llama_print_system_info reports AMX_INT8 = 1) and this CPU reports AMX; "
+        f"llama.cpp 0.3.36 loads quantised weights into an AMX buffer there and crashes "
+        f"with a segmentation fault on the first model call ({LLAMA_ISSUE}). Fix: "
+        f"`python3 -m pyspec install-llama` rebuilds llama-cpp-python with this CPU's SIMD "
+        f"levels and ggml's AMX path with pyspec's fix to it (`--no-amx`: without AMX; "
+        f"about 10 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
+        f"this check with a llama.cpp that has the upstream fix."
+    )
 
 
 def system_info() -> str:

@@ -7,6 +7,7 @@ DEBUG, INFO, WARN, ERROR, CONT. So every warning is taken for an error and print
 context). ``quiet_llama_logs`` installs a callback that reads ggml's own numbering: with
 verbose everything is printed, without it only errors.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -1,0 +1,58 @@
+"""The options a ``SpeculativeLlama`` takes, checked in one place: the sampling modes, the
+draft lengths, the memory of earlier requests, the thread counts. The command line and the
+server's settings read their choices and limits from here; nothing here loads llama.cpp, so
+they can check before a model loads.
+"""
+
+from __future__ import annotations
+
+from pyspec._native.abi import MAX_DRAFT
+from pyspec.errors import InvalidInputError
+from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS
+from pyspec.verifier import check_threads
+
+# Where verify rows are sampled: "graph" inside llama.cpp's graph (libpyspec_llama; only
+# tokens reach the host), "host" by libpyspec over llama.cpp's logits buffer, "auto" in the
+# graph when the model's logits are computed on a GPU and the request allows it, on the host
+# otherwise (said once per reason in the log).
+SAMPLING_MODES = ("auto", "graph", "host")
+
+
+def check_sampling_mode(sampling: str) -> None:
+    if sampling not in SAMPLING_MODES:
+        raise InvalidInputError(
+            f"sampling must be one of {', '.join(map(repr, SAMPLING_MODES))}, got {sampling!r}"
+        )
+
+
+def check_draft_range(draft_min: int, draft_max: int) -> None:
+    """0 <= draft_min <= draft_max <= MAX_DRAFT (pyspec.h's limit, 64)."""
+    if not 0 <= draft_min <= draft_max <= MAX_DRAFT:
+        raise InvalidInputError(
+            f"need 0 <= draft_min <= draft_max <= {MAX_DRAFT}, got draft_min={draft_min}, "
+            f"draft_max={draft_max}"
+        )
+
+
+def memory_size(memory) -> int:
+    """Tokens the memory of earlier requests may hold: True is the default cap, False or 0
+    no memory, an int that many tokens."""
+    if memory is True:
+        return DEFAULT_MAX_TOKENS
+    if memory is False or memory is None:
+        return 0
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+        raise InvalidInputError(
+            f"memory must be True, False or a number of tokens >= 0, got {memory!r}"
+        )
+    return memory
+
+
+def check_llama_threads(llama_kwargs: dict) -> None:
+    """llama.cpp starts as many threads as asked, whatever the machine: n_threads=1024 leaves
+    1024 OS threads alive (and +300 MiB). The verifier's own check refuses counts above the
+    machine's cores; -1 or None is llama-cpp-python's "choose for me"."""
+    for name in ("n_threads", "n_threads_batch"):
+        value = llama_kwargs.get(name)
+        if value is not None and value != -1:
+            check_threads(value, name)
