@@ -1,14 +1,15 @@
 """Rewrites the README's measured figures from the benchmark JSON committed in the repository.
 
-    python3 benchmarks/readme_tables.py            # rewrite README.md's generated sections
-    python3 benchmarks/readme_tables.py --check    # exit 1 if README.md differs from them
+    python3 benchmarks/readme_tables.py            # rewrite the generated sections
+    python3 benchmarks/readme_tables.py --check    # exit 1 if a document differs from them
     python3 benchmarks/readme_tables.py --take bench-results   # copy new JSON in, then rewrite
 
-The README holds each measured table between ``<!-- generated:NAME begin -->`` and
-``<!-- generated:NAME end -->``; NAME picks a renderer in ``_readme_sections.SECTIONS``,
-which reads ``docs/results/<suite>.json`` (written by ``python3 -m pyspec bench <suite>``).
+The README and the documents in docs/ hold each measured table between
+``<!-- generated:NAME begin -->`` and ``<!-- generated:NAME end -->``; NAME picks a
+renderer in ``_readme_sections.SECTIONS``, which reads ``docs/results/<suite>.json``
+(written by ``python3 -m pyspec bench <suite>``).
 Everything between the markers is replaced, so a number typed there by hand does not
-survive the next run, and ``--check`` (run by tests/test_readme.py) fails while the README
+survive the next run, and ``--check`` (run by tests/test_readme.py) fails while a document
 and the JSON disagree. Standard library only.
 """
 
@@ -109,7 +110,12 @@ def main(argv=None) -> int:
         help="first record the test suite's counts and time from the log of a "
         "whole run (`cd tests && python3 -m pytest -q > LOG`) as test-run.json",
     )
-    parser.add_argument("--readme", type=Path, default=REPO / "README.md")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        action="append",
+        help="the document to rewrite (repeatable; default: README.md and docs/*.md)",
+    )
     parser.add_argument(
         "--results", type=Path, default=RESULTS_DIR, help="the JSON files' directory"
     )
@@ -135,29 +141,33 @@ def main(argv=None) -> int:
         args.results.mkdir(parents=True, exist_ok=True)
         (args.results / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         print(f"readme_tables: recorded {name}.json")
-    current = args.readme.read_text()
-    wanted = render(current, args.results)
-    if args.check:
+    documents = args.readme or [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    differ = False
+    for document in documents:
+        current = document.read_text()
+        wanted = render(current, args.results)
         if wanted == current:
-            return 0
-        diff = difflib.unified_diff(
-            current.splitlines(),
-            wanted.splitlines(),
-            "README.md",
-            "README.md as generated",
-            lineterm="",
-            n=1,
-        )
-        print("\n".join(list(diff)[:60]))
-        print(
-            f"readme_tables: {args.readme} differs from the JSON in {args.results}; "
-            "run python3 benchmarks/readme_tables.py"
-        )
-        return 1
-    if wanted != current:
-        args.readme.write_text(wanted)
-        print(f"readme_tables: rewrote {args.readme}")
-    return 0
+            continue
+        if args.check:
+            differ = True
+            name = document.name
+            diff = difflib.unified_diff(
+                current.splitlines(),
+                wanted.splitlines(),
+                name,
+                f"{name} as generated",
+                lineterm="",
+                n=1,
+            )
+            print("\n".join(list(diff)[:60]))
+            print(
+                f"readme_tables: {document} differs from the JSON in {args.results}; "
+                "run python3 benchmarks/readme_tables.py"
+            )
+        else:
+            document.write_text(wanted)
+            print(f"readme_tables: rewrote {document}")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

@@ -183,7 +183,9 @@ class CudaBackend:
             )
         n = ffi.new("int32_t *")
         err = new_error()
-        check(lib.pyspec_cuda_device_count(n, err), err)
+        status = lib.pyspec_cuda_device_count(n, err)
+        if status:  # no driver, or a driver that cannot start: no device to verify on
+            raise CudaUnavailableError(ffi.string(err.message).decode(), status)
         if n[0] == 0:
             raise CudaUnavailableError(
                 "no CUDA device: cudaGetDeviceCount found 0 devices", Status.CUDA

@@ -12,6 +12,7 @@ import pytest
 
 from pyspec.errors import InvalidRequestError
 from pyspec.llama import SpeculativeLlama
+from pyspec.llama.request import current_options
 
 pytestmark = pytest.mark.model
 
@@ -56,8 +57,8 @@ def test_logprobs_equal_llama_cpp_python_own_answer(gemma_path, reference, sampl
             0
         ]
         assert llm.speculation.last.sampling == sampling
-        assert not llm._logits_all and llm.speculation.rows_for_request is None
-        assert len(llm.speculation.last_logprobs) >= 12  # answered from the loop's records
+        assert not llm._logits_all and current_options() is None
+        assert len(llm.speculation.last_request.logprobs) >= 12  # answered from the loop's records
     finally:
         llm.close()
     _assert_same_answer(got, reference)
@@ -74,7 +75,7 @@ def test_graph_logprobs_equal_the_host_ones_while_speculating(gemma_path):
             out = llm.create_completion(REPEAT, max_tokens=40, seed=3, logprobs=4)
             stats = llm.speculation.last
             assert stats.sampling == sampling and stats.accepted > 0
-            answers[sampling] = (out["choices"][0], llm.speculation.last_logprobs)
+            answers[sampling] = (out["choices"][0], llm.speculation.last_request.logprobs)
         finally:
             llm.close()
     (host, host_records), (graph, graph_records) = answers["host"], answers["graph"]
@@ -110,7 +111,7 @@ def test_sampled_logprobs_are_those_of_the_rows_the_tokens_came_from(gemma_path)
             stopping_criteria=llama_cpp.StoppingCriteriaList([capture]),
         )
         assert llm.speculation.last.accepted > 0
-        records = llm.speculation.last_logprobs
+        records = llm.speculation.last_request.logprobs
     finally:
         llm.close()
     n = out["usage"]["completion_tokens"]
@@ -137,7 +138,7 @@ def test_chat_completion_top_logprobs(qwen_path):
         )
         content = out["choices"][0]["logprobs"]["content"]
         assert content and all(len(entry["top_logprobs"]) >= 1 for entry in content)
-        assert len(llm.speculation.last_logprobs) >= len(content)
+        assert len(llm.speculation.last_request.logprobs) >= len(content)
         assert all(entry["logprob"] <= 0 for entry in content)
     finally:
         llm.close()
@@ -149,7 +150,7 @@ def test_bad_logprobs_argument_raises_and_leaves_the_model_usable(gemma_path):
         for bad in (-1, 1.5, "2"):
             with pytest.raises(ValueError, match="logprobs must be an int >= 0"):
                 llm.create_completion(PROMPT, max_tokens=4, logprobs=bad)
-            assert llm.speculation.logprobs_request is None and not llm._logits_all
+            assert current_options() is None and not llm._logits_all
         out = llm.create_completion(PROMPT, max_tokens=4, temperature=0.0)
         assert out["choices"][0]["logprobs"] is None and out["usage"]["completion_tokens"] == 4
         out = llm.create_completion(PROMPT, max_tokens=1, temperature=0.0, logprobs=0)

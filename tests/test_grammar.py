@@ -21,7 +21,7 @@ from pyspec.llama import SpeculativeLlama
 from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints, kept_tokens
 from pyspec.llama.drafting.draft_model import draw_from
-from pyspec.llama.speculative import Speculation
+from pyspec.llama.loop import Speculation
 from pyspec.rng import Purpose, uniform
 from pyspec.testing.near_tie import compare_texts, one_token_gap
 

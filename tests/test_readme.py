@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-READMES = ["README.md", "benchmarks/README.md"]
+READMES = ["README.md", "benchmarks/README.md"] + sorted(
+    f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")
+)
 # Paths the READMEs name as what a command writes, not as files of the repository.
 OUTPUTS = ("bench-results/", "build/")
 EXTENSIONS = r"\.(py|h|c|cu|cuh|cpp|sh|json|png|md|toml|txt|ini|cfg|yml|yaml)$"
@@ -84,7 +86,7 @@ def test_check_fails_on_a_typed_number(tmp_path):
     """A number edited by hand between the markers is caught, and the script puts back the
     JSON's figure."""
     text = (REPO / "README.md").read_text()
-    begin = "<!-- generated:server-table begin -->\n"
+    begin = "<!-- generated:generation-table begin -->\n"
     assert begin in text
     edited = text.replace(begin, begin + "| typed | 99.9 tok/s |\n", 1)
     readme = tmp_path / "README.md"
@@ -157,3 +159,16 @@ def test_sections_come_from_the_json_with_date_and_machine(tmp_path):
     assert (
         "Not measured: `" in text and "none/` holds no server.json" in text and "tok/s" not in text
     )
+
+
+def test_the_script_rewrites_every_document_that_holds_a_section(tmp_path):
+    """The README and docs/*.md: a typed number in a document of docs/ is caught too."""
+    doc = REPO / "docs" / "performance.md"
+    begin = "<!-- generated:verify-table begin -->\n"
+    assert begin in doc.read_text()
+    edited = tmp_path / "performance.md"
+    edited.write_text(doc.read_text().replace(begin, begin + "| typed | 77.7x |\n", 1))
+    script = [sys.executable, str(REPO / "benchmarks" / "readme_tables.py"), "--check"]
+    check = subprocess.run(script + ["--readme", str(edited)], capture_output=True, text=True)
+    assert check.returncode == 1 and "77.7x" in check.stdout
+    assert subprocess.run(script, capture_output=True, text=True).returncode == 0  # the tree's

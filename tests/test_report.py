@@ -89,3 +89,24 @@ def test_files_without_figures_write_nothing_when_allowed(tmp_path, capsys):
         == 0
     )
     assert not out.exists() and "nothing to plot" in capsys.readouterr().out
+
+
+def test_case_labels_and_the_draftless_panel(tmp_path, capsys):
+    assert report.case_label("bench_generation[qwen-lookup-edit-t0.8]") == (
+        "Qwen 1.5B, lookup, edit, T 0.8"
+    )
+    assert report.case_label("bench_generation[qwen-qwen-0.5b-free-t0.0]") == (
+        "Qwen 1.5B, 0.5B draft, free, greedy"
+    )
+    assert report.case_label("server[repeat-completion]") == "repeat-completion"
+    summary = {
+        "chat": {"requests": 8, "rate": {"plain": 8.0, "lookup": 10.0, "c++ ngram-cache": 12.0}},
+        "code edits": {"requests": 5, "rate": {"plain": 0.0, "lookup": 1.0}},  # no plain: left out
+    }
+    draftless = [{"name": "bench_draftless_modes", "extra_info": {"summary": summary}}]
+    assert report.draftless_points(draftless) == [
+        ("chat (8)", {"lookup": 1.25, "c++ ngram-cache": 1.5})
+    ]
+    out = tmp_path / "d.png"
+    assert report.main([str(_file(tmp_path, draftless)), "-o", str(out)]) == 0
+    assert "1 draftless workloads" in capsys.readouterr().out

@@ -67,7 +67,7 @@ def test_the_graph_sees_the_imports_it_should():
     assert "pyspec" in graph["pyspec.tools.doctor"]  # `import pyspec` is an edge to the package
     assert "pyspec.checks" in graph["pyspec.cuda"]
     assert "pyspec.cuda" in graph["pyspec.verifier"]
-    assert "pyspec.llama.speculative" in graph["pyspec.llama"]
+    assert "pyspec.llama.model" in graph["pyspec.llama"]
     # a planted cycle is found
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
@@ -154,12 +154,10 @@ def test_imports_run_down_the_layers():
     assert layer_violations(graph) == {}
     # planted: the loop importing the installer, the core importing the loop
     planted = dict(graph)
-    planted["pyspec.llama.speculative"] = graph["pyspec.llama.speculative"] | {
-        "pyspec.tools.install_llama"
-    }
+    planted["pyspec.llama.loop"] = graph["pyspec.llama.loop"] | {"pyspec.tools.install_llama"}
     planted["pyspec.verifier"] = graph["pyspec.verifier"] | {"pyspec.llama.stats"}
     assert layer_violations(planted) == {
-        "pyspec.llama.speculative": ["pyspec.tools.install_llama"],
+        "pyspec.llama.loop": ["pyspec.tools.install_llama"],
         "pyspec.verifier": ["pyspec.llama.stats"],
     }
 
@@ -183,7 +181,7 @@ def test_the_core_never_imports_llama_cpp():
         if {"llama_cpp", "fastapi", "uvicorn"} & _third_party_imports(p)
     )
     assert offenders == []
-    assert "llama_cpp" in _third_party_imports(PACKAGE / "llama" / "speculative.py")  # it sees them
+    assert "llama_cpp" in _third_party_imports(PACKAGE / "llama" / "loop.py")  # it sees them
 
 
 # Where users import from today (README, docs, the examples): these must keep working.

@@ -159,8 +159,8 @@ def main(argv=None) -> int:
 
     import pyspec
     from pyspec.llama import SpeculativeLlama
+    from pyspec.llama.context import model_output_on_gpu
     from pyspec.llama.graph.sampling import GraphSampler
-    from pyspec.llama.speculative import model_output_on_gpu
     from pyspec.params import SamplingParams
     from pyspec.testing.graph_rounds import paired_rounds
 

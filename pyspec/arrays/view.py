@@ -1,7 +1,7 @@
 """``ArrayView``: an array as the checks see it, whether it lives in host or device memory.
 
 The host path (numpy, ``pyspec.arrays.host.host_view``) and the device path (CUDA array interface or
-DLPack, ``_device_arrays.describe``) both describe their arrays this way, so one set of
+DLPack, ``pyspec.arrays.device.describe``) both describe their arrays this way, so one set of
 layout checks (``pyspec.checks``) serves both and gives both the same messages.
 """
 

@@ -18,7 +18,6 @@ models, locks and error handling. pyspec changes three things:
 from __future__ import annotations
 
 import os
-import types
 from typing import Optional
 
 import llama_cpp
@@ -34,7 +33,7 @@ from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
 def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
     import pyspec
 
-    spec = llama._pyspec
+    spec = llama.speculation
     drafter = (
         "none (plain decoding through pyspec's loop)"
         if settings.draft == "none"
@@ -91,40 +90,23 @@ class SpeculativeLlamaProxy(LlamaProxy):
             llama.close()
             raise
         alias = settings.model_alias or settings.model
-        _record_requests(llama, alias)
+        llama.speculation.listeners.append(_AnswerRecorder(alias))
         print(_describe(alias, llama, settings), flush=True)  # once, at start-up and on a switch
         return llama
 
 
-def _record_requests(llama: llama_cpp.Llama, alias: str) -> None:
-    """Wraps the model's create_completion (which chat completions call too): each answer's
-    statistics are filed under its completion id, and added to the metrics when it ends."""
-    spec = llama._pyspec
-    inner = llama.create_completion
-    registry, metrics = SpeculativeLlamaProxy.stats_by_id, SpeculativeLlamaProxy.metrics
+class _AnswerRecorder:
+    """Files each answer's statistics under its completion id (which the response middleware
+    reads) and adds them to the metrics when the answer is complete."""
 
-    def create_completion(self, *args, **kwargs):
-        result = inner(*args, **kwargs)
-        if not isinstance(result, types.GeneratorType):
-            registry.put(result["id"], spec.last)
-            metrics.add(alias, spec.last)
-            return result
+    def __init__(self, alias: str):
+        self.alias = alias
 
-        def stream():
-            stats = None
-            try:
-                for chunk in result:
-                    if stats is None:  # spec.last is this request's from its first token on
-                        stats = spec.last
-                        registry.put(chunk["id"], stats)
-                    yield chunk
-            finally:
-                if stats is not None:  # (an abandoned stream ends when the next request starts)
-                    metrics.add(alias, stats)
+    def answer_started(self, completion_id: str, stats) -> None:
+        SpeculativeLlamaProxy.stats_by_id.put(completion_id, stats)
 
-        return stream()
-
-    llama.create_completion = types.MethodType(create_completion, llama)
+    def answer_ended(self, stats) -> None:
+        SpeculativeLlamaProxy.metrics.add(self.alias, stats)
 
 
 def _invalid_request(error) -> Optional[str]:

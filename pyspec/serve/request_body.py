@@ -41,7 +41,7 @@ def _stream_grammar_problem(request) -> str:
     import llama_cpp.server.app as server_app
 
     from pyspec.errors import InvalidRequestError
-    from pyspec.llama.speculative import check_grammar
+    from pyspec.llama.model import check_grammar
 
     proxy = server_app._llama_proxy
     llama = getattr(proxy, "_current_model", None)

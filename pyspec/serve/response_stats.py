@@ -24,7 +24,7 @@ COMPLETION_PATHS = (
 
 
 def response_fields(stats: SpeculationStats) -> dict:
-    """The documented ``"pyspec"`` field (README, "Serving")."""
+    """The documented ``"pyspec"`` field (docs/serving.md)."""
     return {
         "speculative": not stats.fallback_reason,
         "fallback_reason": stats.fallback_reason or None,

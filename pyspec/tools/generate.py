@@ -349,7 +349,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             return 2
     if request["grammar"] is not None:
         from pyspec.errors import InvalidRequestError
-        from pyspec.llama.speculative import check_grammar
+        from pyspec.llama.model import check_grammar
 
         try:  # llama-cpp-python's own loop (--plain, --compare) would crash on a bad one
             check_grammar(llm, request["grammar"])

@@ -408,7 +408,7 @@ def _check_installed(amx: bool) -> str:
 
 def default_amx(flags: frozenset | None = None, machine: str | None = None) -> bool:
     """Whether ``install-llama`` builds the AMX path when not told: on every CPU that can run
-    it (with pyspec's fix, batched passes cost far less there: README, "AMX")."""
+    it (with pyspec's fix, batched passes cost far less there: docs/installing-llama.md)."""
     return amx_capable(cpu_flags() if flags is None else flags, machine)
 
 

@@ -1,0 +1,56 @@
+"""The drafter for what a user passes as ``draft=``: a name, a path, a model, a callable, a
+``Drafter`` or a list of them (free first)."""
+
+from __future__ import annotations
+
+import llama_cpp
+
+from pyspec.errors import ArgumentTypeError, InvalidInputError
+from pyspec.llama.drafting.base import Drafter
+from pyspec.llama.drafting.callable import CallableDrafter
+from pyspec.llama.drafting.combined import CombinedDrafter
+from pyspec.llama.drafting.draft_model import DraftModel
+from pyspec.llama.drafting.lookup import PromptLookup
+
+
+def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
+    """A Drafter from what the user passed: None or "lookup", a GGUF path, a Llama, a
+    llama-cpp-python LlamaDraftModel (or any callable ids -> ids), a Drafter, or a list of
+    these in order, a free one then a costly one (``["lookup", "draft.gguf"]``: combined.py)."""
+    if isinstance(draft, (list, tuple)):
+        if len(draft) == 1:
+            return make_drafter(draft[0], target, draft_p_min)
+        if len(draft) != 2:
+            raise InvalidInputError(
+                f"draft takes a list of two drafters (free first, e.g. ['lookup', "
+                f"'draft.gguf']), got {len(draft)}"
+            )
+        free = make_drafter(draft[0], target, draft_p_min)
+        try:
+            return CombinedDrafter(free, make_drafter(draft[1], target, draft_p_min))
+        except BaseException:
+            free.close()
+            raise
+    if draft is None or (isinstance(draft, str) and draft == "lookup"):
+        return PromptLookup()
+    if isinstance(draft, Drafter):
+        drafter = draft
+    elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
+        drafter = DraftModel(
+            draft,
+            p_min=draft_p_min,
+            n_ctx=target.n_ctx(),
+            n_threads=target.context_params.n_threads,
+        )
+    elif isinstance(draft, llama_cpp.Llama):
+        drafter = DraftModel(draft, p_min=draft_p_min)
+    elif callable(draft):
+        return CallableDrafter(draft, target.n_vocab())
+    else:
+        raise ArgumentTypeError(
+            f"draft must be None, 'lookup', a GGUF path, a llama_cpp.Llama, a "
+            f"LlamaDraftModel or a pyspec Drafter; got {type(draft).__name__}"
+        )
+    if isinstance(drafter, DraftModel):
+        drafter.check_compatible(target)
+    return drafter

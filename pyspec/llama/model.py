@@ -1,0 +1,376 @@
+"""SpeculativeLlama: llama-cpp-python's ``Llama`` with pyspec's speculative loop.
+
+``Llama.create_completion``, ``create_chat_completion``, ``__call__`` and streaming all
+consume ``Llama.generate``; ``SpeculativeMethods.generate`` runs pyspec's loop instead
+(``loop.py``), which gives every one of them speculative decoding with stop strings,
+``max_tokens``, ``seed`` and the sampling parameters untouched. Grammars (JSON schema and
+JSON mode included) and logits processors are applied to every verify row before the fused
+verifier samples it (``constraints/rows.py``). Requests that use something the verifier
+cannot honour yet (mirostat, typical-p) run llama-cpp-python's plain loop instead, and the
+log says so once per reason: the distribution is never silently changed.
+
+``SpeculativeLlama`` is ``SpeculativeMethods`` over ``llama_cpp.Llama``; ``enable_speculation``
+gives an existing Llama (one that llama_cpp.server created, say) the same methods by making
+its class the speculative subclass of its class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import secrets
+import types
+
+import llama_cpp
+import numpy as np
+
+from pyspec.errors import ArgumentTypeError, ClosedError, InvalidInputError
+from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
+from pyspec.llama.constraints.grammar import GrammarState
+from pyspec.llama.constraints.rows import RowConstraints
+from pyspec.llama.context import context_outputs_per_seq
+from pyspec.llama.loop import Speculation
+from pyspec.llama.options import check_llama_threads, check_sampling_mode, memory_size
+from pyspec.llama.request import CompletionOptions, asking, current_options
+from pyspec.llama.runtime.guard import check_llama_build
+from pyspec.llama.sampling_args import fallback_reason, sampling_params_for
+
+# llama-cpp-python's own defaults for generate's and create_completion's keyword arguments,
+# read from their signatures, never copied: they follow the installed version.
+_GENERATE_DEFAULTS = {
+    name: param.default
+    for name, param in inspect.signature(llama_cpp.Llama.generate).parameters.items()
+    if param.default is not inspect.Parameter.empty
+}
+_COMPLETION_SIGNATURE = inspect.signature(llama_cpp.Llama.create_completion)
+
+
+class SpeculativeMethods:
+    """``generate`` and ``create_completion`` through pyspec's loop, for a ``llama_cpp.Llama``
+    subclass whose ``speculation`` is its ``Speculation``."""
+
+    speculation: Speculation
+
+    def generate(self, tokens, **kwargs):
+        """Drop-in for ``Llama.generate`` (same arguments, same tokens out, faster)."""
+        spec = self.speculation
+        args = {**_GENERATE_DEFAULTS, **kwargs}
+        options = current_options()
+        if options is not None:  # create_completion decided, from the same arguments
+            reason = options.fallback
+        else:
+            reason = fallback_reason(self, args["typical_p"], args["mirostat_mode"], args["reset"])
+        if reason:
+            if args["grammar"] is not None:
+                check_grammar(self, args["grammar"])
+            spec.fallback(reason)
+            return llama_cpp.Llama.generate(self, tokens, **kwargs)
+        seed = self._seed
+        if seed % 2**32 == llama_cpp.LLAMA_DEFAULT_SEED:  # llama.cpp: "pick a random seed"
+            seed = secrets.randbits(64)
+        params = sampling_params_for(
+            args["temp"],
+            args["top_k"],
+            args["top_p"],
+            args["min_p"],
+            seed,
+            repeat_penalty=args["repeat_penalty"],
+            frequency_penalty=args["frequency_penalty"],
+            presence_penalty=args["presence_penalty"],
+            penalty_last_n=self.last_n_tokens_size,
+        )
+        constraints = None
+        if args["grammar"] is not None or args["logits_processor"] is not None:
+            grammar = args["grammar"]
+            state = GrammarState.parse(self, grammar) if grammar is not None else None
+            processors = _processor_list(args["logits_processor"])
+            constraints = RowConstraints(params, spec.n_vocab, state, processors)
+        return spec.generate(tokens, params, args["stopping_criteria"], constraints, options)
+
+    def create_completion(self, *args, **kwargs):
+        """``Llama.create_completion`` with logprobs answered from the verifier's own rows.
+
+        llama-cpp-python reads logprobs from ``scores``, which it fills only with
+        ``logits_all=True`` (and then for every token, asked or not). Here the loop copies
+        the rows of the emitted tokens (and with ``echo`` of the whole prompt, evaluated
+        afresh so that no row is left from an earlier request) for the requests that ask for
+        logprobs, and no row otherwise; without stream or echo pyspec answers the logprobs
+        itself from the verifier's records. What the request asks travels to ``generate`` as
+        its ``CompletionOptions`` (request.py)."""
+        spec = self.speculation
+        # A stream the caller abandoned (a client that left) is closed now, under the caller's
+        # lock, so that its cleanup cannot run later, in another thread, over this request.
+        spec.close_open_stream()
+        bound = _COMPLETION_SIGNATURE.bind(self, *args, **kwargs)
+        arguments = bound.arguments
+        options = CompletionOptions(
+            fallback=fallback_reason(
+                self, arguments.get("typical_p", 1.0), arguments.get("mirostat_mode", 0)
+            )
+        )
+        wants = arguments.get("logprobs") is not None
+        if (
+            wants
+            and not options.fallback
+            and not (arguments.get("stream") or arguments.get("echo"))
+        ):
+            return self._completion_with_own_logprobs(bound, options)
+        options.emitted_rows = wants
+        options.prompt_rows = wants and bool(arguments.get("echo")) and not arguments.get("stream")
+        if wants and self.scores.shape[0] < spec.n_ctx:  # created with logits_all=False
+            # numpy maps a large allocation lazily: only the rows written cost memory.
+            self.scores = np.ndarray((spec.n_ctx, spec.n_vocab), dtype=np.single)
+        if options.prompt_rows:
+            self.n_tokens = 0  # every prompt row is needed: nothing is taken from the cache
+        with self._completing(options):
+            result = llama_cpp.Llama.create_completion(self, *args, **kwargs)
+        if isinstance(result, types.GeneratorType):
+            spec.open_stream = self._stream(result, options)
+            return spec.open_stream
+        spec.answer_started(result["id"], spec.last)
+        spec.answer_ended(spec.last)
+        return result
+
+    @contextlib.contextmanager
+    def _completing(self, options: CompletionOptions):
+        """For the duration of one call into llama-cpp-python: ``options`` are what generate
+        is asked, and ``_logits_all`` allows logprobs where rows are kept (llama-cpp-python
+        refuses them otherwise)."""
+        setting = self.speculation.logits_all_setting
+        self._logits_all = setting or options.emitted_rows
+        try:
+            with asking(options):
+                yield
+        finally:
+            self._logits_all = setting
+
+    def _stream(self, result, options: CompletionOptions):
+        """llama-cpp-python's stream runs (and checks logprobs) when iterated: each chunk runs
+        with this request's options, since another request may have run in between."""
+        spec, stats = self.speculation, None
+        try:
+            while True:
+                with self._completing(options):
+                    chunk = next(result, None)
+                if chunk is None:
+                    return
+                if stats is None:  # spec.last is this request's from its first token on
+                    stats = spec.last
+                    spec.answer_started(chunk["id"], stats)
+                yield chunk
+        finally:
+            result.close()
+            if stats is not None:  # (an abandoned stream ends when the next request starts)
+                spec.answer_ended(stats)
+
+    def _completion_with_own_logprobs(self, bound, options: CompletionOptions):
+        """create_completion with ``logprobs=n`` answered by pyspec: llama-cpp-python runs the
+        request without logprobs (no rows kept, no n_vocab sort per token) while the loop
+        records each emitted token's RowLogprobs, laid out afterwards in its format."""
+        spec = self.speculation
+        options.logprobs_top = min(check_n_top(bound.arguments["logprobs"]), spec.n_vocab)
+        bound.arguments["logprobs"] = None
+        with asking(options):
+            result = llama_cpp.Llama.create_completion(*bound.args, **bound.kwargs)
+        result["choices"][0]["logprobs"] = completion_logprobs(
+            self,
+            bound.arguments["prompt"],
+            options.logprobs,
+            result["usage"]["completion_tokens"],
+            options.logprobs_top,
+        )
+        spec.answer_started(result["id"], spec.last)
+        spec.answer_ended(spec.last)
+        return result
+
+
+def _processor_list(logits_processor) -> list:
+    """llama-cpp-python's logits_processor is a list of ``f(input_ids, scores) -> scores``
+    (``LogitsProcessorList``); one bare callable is taken as a list of one."""
+    if logits_processor is None:
+        return []
+    if callable(logits_processor) and not isinstance(logits_processor, (list, tuple)):
+        return [logits_processor]
+    processors = list(logits_processor)
+    for p in processors:
+        if not callable(p):
+            raise ArgumentTypeError(f"logits_processor must hold callables, got {type(p).__name__}")
+    return processors
+
+
+_SPECULATIVE_CLASSES: dict = {}
+
+
+def _speculative_class(cls: type) -> type:
+    """The subclass of a Llama class with pyspec's generate and create_completion."""
+    if issubclass(cls, SpeculativeMethods):
+        return cls
+    if cls not in _SPECULATIVE_CLASSES:
+        name = f"{cls.__name__}WithSpeculation"
+        _SPECULATIVE_CLASSES[cls] = type(name, (SpeculativeMethods, cls), {})
+    return _SPECULATIVE_CLASSES[cls]
+
+
+def enable_speculation(
+    llama: llama_cpp.Llama,
+    draft=None,
+    *,
+    draft_max: int = 16,
+    draft_min: int = 0,
+    draft_p_min: float = 0.0,
+    adaptive: bool = True,
+    sampling: str = "auto",
+    reproducible: bool = False,
+    memory=True,
+) -> Speculation:
+    """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
+
+    It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
+    forces ``logits_all``); pass that drafter here instead. Returns the Speculation state
+    (statistics in ``.last`` and ``.total``), also the Llama's ``speculation``. ``sampling``:
+    see ``SpeculativeLlama``; a Llama created by llama-cpp-python directly has a context that
+    samples one output per sequence in the graph, so "auto" verifies on the host there and
+    "graph" raises."""
+    if getattr(llama, "draft_model", None) is not None:
+        raise InvalidInputError(
+            "this Llama already has llama-cpp-python's draft_model; create it "
+            "without one and pass the drafter to enable_speculation"
+        )
+    if getattr(llama, "speculation", None) is not None:
+        raise InvalidInputError("this Llama decodes speculatively already")
+    check_llama_build()  # the model is loaded, but its first call would crash
+    spec = Speculation(
+        llama,
+        draft,
+        draft_max=draft_max,
+        draft_min=draft_min,
+        draft_p_min=draft_p_min,
+        adaptive=adaptive,
+        sampling=sampling,
+        reproducible=reproducible,
+        memory=memory,
+    )
+    llama.speculation = spec
+    llama.__class__ = _speculative_class(type(llama))
+    # Llama.close() (also from llama_cpp.server when it switches models) frees the drafter and
+    # the batch first: the exit stack runs its callbacks last in, first out.
+    llama._stack.callback(spec.close)
+    return spec
+
+
+class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
+    """A ``llama_cpp.Llama`` that decodes speculatively with pyspec's fused verifier.
+
+    >>> llm = SpeculativeLlama("target.gguf", draft="draft.gguf", n_ctx=4096)  # doctest: +SKIP
+    >>> llm.create_completion("def fib(n):", max_tokens=64, temperature=0.0)  # doctest: +SKIP
+
+    ``draft``: None or "lookup" (n-gram lookup in the prompt and output), a path to a small
+    GGUF model with the same tokenizer, a ``llama_cpp.Llama``, a llama-cpp-python
+    ``LlamaDraftModel`` (also accepted as ``draft_model=``), a pyspec ``Drafter``, or a list
+    of two, free first: ``["lookup", "draft.gguf"]`` drafts with lookup and, where lookup
+    has nothing worth verifying, with the draft model (one cost model decides both).
+    ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
+    unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
+    token's probability falls below it. ``sampling``: ``"graph"`` samples the verify rows
+    inside llama.cpp's graph (point-mass drafts or greedy; no grammar, logits processors,
+    logprobs or stopping_criteria: such a request raises ``InvalidRequestError``); ``"host"``
+    has llama.cpp copy the rows out and verifies them with libpyspec; ``"auto"`` (default)
+    uses the graph when the model's logits are computed on a GPU and the request allows, the
+    host otherwise, saying why once in the log. ``reproducible=True``: every request's rows
+    are those a fresh object would compute, whatever the cache held (cached cells are kept
+    only as whole n_batch chunks; see docs/generation.md, "Seeds"); by default a seeded
+    request repeated on the same object gives the same text, and one after other requests
+    gives the same distribution. ``memory``: prompt lookup also searches the prompts and
+    outputs of this object's earlier requests (True: up to 65,536 tokens, oldest out; an
+    int: that many; False: off); only with adaptive lengths and not reproducible, whose
+    promises a memory would break. Other keyword arguments go to ``llama_cpp.Llama``.
+    Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        draft=None,
+        draft_max: int = 16,
+        draft_min: int = 0,
+        draft_p_min: float = 0.0,
+        adaptive: bool = True,
+        sampling: str = "auto",
+        reproducible: bool = False,
+        memory=True,
+        **llama_kwargs,
+    ):
+        self.speculation = None
+        memory_size(memory)  # before the model loads
+        check_llama_build()  # before the model loads: an AMX build would crash on this CPU
+        check_llama_threads(llama_kwargs)
+        if llama_kwargs.get("draft_model") is not None:
+            if draft is not None:
+                raise InvalidInputError("pass either draft= or draft_model=, not both")
+            draft = llama_kwargs.pop("draft_model")
+        llama_kwargs.pop("draft_model", None)
+        check_sampling_mode(sampling)  # before the model loads
+        with context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
+            super().__init__(model_path, **llama_kwargs)
+        enable_speculation(
+            self,
+            draft,
+            draft_max=draft_max,
+            draft_min=draft_min,
+            draft_p_min=draft_p_min,
+            adaptive=adaptive,
+            sampling=sampling,
+            reproducible=reproducible,
+            memory=memory,
+        )
+
+    def close(self):
+        """Frees the model, context and drafter. Any later use of this object raises
+        ``ClosedError`` (llama-cpp-python itself would read freed memory and crash)."""
+        if hasattr(self, "_stack"):  # else __init__ failed before llama-cpp-python's part
+            if getattr(self, "speculation", None) is not None:
+                self.speculation.close()
+            super().close()
+        self.__class__ = ClosedSpeculativeLlama
+
+
+def _raise_closed(name: str):
+    def closed(self, *args, **kwargs):
+        raise ClosedError(
+            f"SpeculativeLlama.{name}: this model was closed (close() frees the model "
+            f"and its context); create a new SpeculativeLlama to generate again"
+        )
+
+    closed.__name__ = name
+    return closed
+
+
+# Every public method of Llama that reaches the model or context, and __call__.
+_MODEL_METHODS = tuple(
+    name
+    for name, member in vars(llama_cpp.Llama).items()
+    if (not name.startswith("_") or name == "__call__")
+    and name != "close"
+    and callable(member)
+    and not isinstance(member, (staticmethod, classmethod))
+)
+
+
+class ClosedSpeculativeLlama(SpeculativeLlama):
+    """What a SpeculativeLlama becomes on close(): every method that would reach the freed
+    model raises ClosedError (close() itself may be called again)."""
+
+    def close(self):
+        pass
+
+
+for _name in (*_MODEL_METHODS, "generate", "create_completion"):
+    setattr(ClosedSpeculativeLlama, _name, _raise_closed(_name))
+del _name
+
+
+def check_grammar(llama: llama_cpp.Llama, grammar) -> None:
+    """llama-cpp-python hands a grammar to llama.cpp unparsed; one that does not parse gives
+    a null sampler, and the next call crashes the process. Parse it first."""
+    GrammarState.parse(llama, grammar).close()
