@@ -727,6 +727,48 @@ def draftless_table(run: Run) -> list:
     return out
 
 
+# --- the combined drafters against llama.cpp's draft-simple (bench_draft_peer.py) ---------
+
+
+def draft_peer_table(run: Run) -> list:
+    e = run.one("bench_draft_model_peer")["extra_info"]
+    modes = e["modes"]
+    out = [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B with the 0.5B draft, {e['threads']} threads, {e['max_tokens']} "
+        "greedy tokens per request, flash attention on, the same prompt text everywhere; decode "
+        "tokens/s (geometric mean over the requests) and whole-request seconds, as in the "
+        "draftless table:",
+        "",
+    ]
+    rows = []
+    for workload, s in e["summary"].items():
+        for m in modes:
+            rows.append(
+                (
+                    f"{workload} ({s['requests']})",
+                    m,
+                    f"{s['rate'][m]:.2f}",
+                    f"{s['rate'][m] / s['rate']['plain']:.2f}x",
+                    f"{s['seconds'][m]:.1f}",
+                    f"{100 * s['acceptance'][m]:.0f}%" if m != "plain" else "",
+                )
+            )
+    out += _table(
+        ("workload (requests)", "mode", "decode tok/s", "over plain", "seconds", "accepted"), rows
+    )
+    out.append("")
+    for workload, s in e["summary"].items():
+        out.append(
+            f"- {workload}: pyspec's lookup + draft model "
+            f"{s['rate']['lookup + draft model'] / s['rate']['c++ draft-simple']:.2f}x llama.cpp's "
+            f"draft-simple by the geometric means ({s['pyspec_over_cpp']:.2f}x per request); "
+            f"{s['costly_steps']} of its verify rounds drafted by the draft model."
+        )
+    return out
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 
@@ -772,4 +814,5 @@ SECTIONS = {
     "llama-builds-table": (("llama-builds",), llama_builds_table),
     "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
     "draftless-table": (("draftless",), draftless_table),
+    "draft-peer-table": (("draft-peer",), draft_peer_table),
 }

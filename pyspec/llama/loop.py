@@ -41,7 +41,7 @@ from pyspec.llama.drafting.factory import make_drafter
 from pyspec.llama.drafting.lookup import PromptLookup
 from pyspec.llama.drafting.request_memory import RequestMemory
 from pyspec.llama.graph.sampling import GraphSampler, graph_unavailable_reason, point_mass_result
-from pyspec.llama.options import check_draft_range, check_sampling_mode, memory_size
+from pyspec.llama.options import SpeculationOptions
 from pyspec.llama.prefix_reuse import PrefixReuse
 from pyspec.llama.request import CompletionOptions, Plan, Request
 from pyspec.llama.rounds import Round
@@ -60,18 +60,11 @@ class Speculation:
         self,
         llama: llama_cpp.Llama,
         draft=None,
-        *,
-        draft_max: int = 16,
-        draft_min: int = 0,
-        draft_p_min: float = 0.0,
-        adaptive: bool = True,
-        sampling: str = "auto",
-        reproducible: bool = False,
-        memory=True,
+        options: Optional[SpeculationOptions] = None,
     ):
-        check_sampling_mode(sampling)
-        memory_tokens = memory_size(memory)
-        check_draft_range(draft_min, draft_max)
+        self.options = options = options or SpeculationOptions()
+        draft_max, draft_min, adaptive = options.draft_max, options.draft_min, options.adaptive
+        sampling, memory_tokens = options.sampling, options.memory_tokens
         # "auto" samples in the graph where that saves a device-to-host copy of the rows: on a
         # model whose output layer runs on a GPU. On the CPU the rows are in host memory
         # already, and the host path measured faster (docs/in-graph-sampling.md).
@@ -102,8 +95,8 @@ class Speculation:
                 f"this Llama has n_batch {llama.n_batch}"
             )
         self.llama = llama
-        self.reproducible = bool(reproducible)
-        self.drafter = make_drafter(draft, llama, draft_p_min)
+        self.reproducible = bool(options.reproducible)
+        self.drafter = make_drafter(draft, llama, options.draft_p_min)
         self.drafter.set_reproducible(self.reproducible)
         # The memory of earlier requests makes a request's drafts depend on what came before
         # it: only where nothing promises otherwise (adaptive lengths, not reproducible).

@@ -30,7 +30,7 @@ from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import context_outputs_per_seq
 from pyspec.llama.loop import Speculation
-from pyspec.llama.options import check_llama_threads, check_sampling_mode, memory_size
+from pyspec.llama.options import SpeculationOptions, check_llama_threads
 from pyspec.llama.request import CompletionOptions, asking, current_options
 from pyspec.llama.runtime.guard import check_llama_build
 from pyspec.llama.sampling_args import fallback_reason, sampling_params_for
@@ -211,18 +211,7 @@ def _speculative_class(cls: type) -> type:
     return _SPECULATIVE_CLASSES[cls]
 
 
-def enable_speculation(
-    llama: llama_cpp.Llama,
-    draft=None,
-    *,
-    draft_max: int = 16,
-    draft_min: int = 0,
-    draft_p_min: float = 0.0,
-    adaptive: bool = True,
-    sampling: str = "auto",
-    reproducible: bool = False,
-    memory=True,
-) -> Speculation:
+def enable_speculation(llama: llama_cpp.Llama, draft=None, **options) -> Speculation:
     """Switches an existing ``llama_cpp.Llama`` to speculative decoding in place.
 
     It must have been created without llama-cpp-python's own ``draft_model`` (whose loop
@@ -230,7 +219,12 @@ def enable_speculation(
     (statistics in ``.last`` and ``.total``), also the Llama's ``speculation``. ``sampling``:
     see ``SpeculativeLlama``; a Llama created by llama-cpp-python directly has a context that
     samples one output per sequence in the graph, so "auto" verifies on the host there and
-    "graph" raises."""
+    "graph" raises. ``options``: SpeculativeLlama's (``draft_max``, ``draft_min``,
+    ``draft_p_min``, ``adaptive``, ``sampling``, ``reproducible``, ``memory``)."""
+    return _enable(llama, draft, SpeculationOptions(**options))
+
+
+def _enable(llama: llama_cpp.Llama, draft, options: SpeculationOptions) -> Speculation:
     if getattr(llama, "draft_model", None) is not None:
         raise InvalidInputError(
             "this Llama already has llama-cpp-python's draft_model; create it "
@@ -239,17 +233,7 @@ def enable_speculation(
     if getattr(llama, "speculation", None) is not None:
         raise InvalidInputError("this Llama decodes speculatively already")
     check_llama_build()  # the model is loaded, but its first call would crash
-    spec = Speculation(
-        llama,
-        draft,
-        draft_max=draft_max,
-        draft_min=draft_min,
-        draft_p_min=draft_p_min,
-        adaptive=adaptive,
-        sampling=sampling,
-        reproducible=reproducible,
-        memory=memory,
-    )
+    spec = Speculation(llama, draft, options)
     llama.speculation = spec
     llama.__class__ = _speculative_class(type(llama))
     # Llama.close() (also from llama_cpp.server when it switches models) frees the drafter and
@@ -302,28 +286,21 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         **llama_kwargs,
     ):
         self.speculation = None
-        memory_size(memory)  # before the model loads
-        check_llama_build()  # before the model loads: an AMX build would crash on this CPU
+        # Checked before the model loads: bad options, a build that would crash on this CPU
+        # (AMX), thread counts above the machine's cores.
+        options = SpeculationOptions(
+            draft_max, draft_min, draft_p_min, adaptive, sampling, reproducible, memory
+        )
+        check_llama_build()
         check_llama_threads(llama_kwargs)
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:
                 raise InvalidInputError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
-        check_sampling_mode(sampling)  # before the model loads
         with context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
             super().__init__(model_path, **llama_kwargs)
-        enable_speculation(
-            self,
-            draft,
-            draft_max=draft_max,
-            draft_min=draft_min,
-            draft_p_min=draft_p_min,
-            adaptive=adaptive,
-            sampling=sampling,
-            reproducible=reproducible,
-            memory=memory,
-        )
+        _enable(self, draft, options)
 
     def close(self):
         """Frees the model, context and drafter. Any later use of this object raises

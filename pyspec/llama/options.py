@@ -6,6 +6,8 @@ they can check before a model loads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspec._native.abi import MAX_DRAFT
 from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS
@@ -56,3 +58,26 @@ def check_llama_threads(llama_kwargs: dict) -> None:
         value = llama_kwargs.get(name)
         if value is not None and value != -1:
             check_threads(value, name)
+
+
+@dataclass(frozen=True)
+class SpeculationOptions:
+    """How one model decodes speculatively: SpeculativeLlama's keywords (its docstring says
+    what each does), checked when made, so a bad one is refused before a model loads."""
+
+    draft_max: int = 16
+    draft_min: int = 0
+    draft_p_min: float = 0.0
+    adaptive: bool = True
+    sampling: str = "auto"
+    reproducible: bool = False
+    memory: object = True
+
+    def __post_init__(self):
+        check_sampling_mode(self.sampling)
+        check_draft_range(self.draft_min, self.draft_max)
+        memory_size(self.memory)
+
+    @property
+    def memory_tokens(self) -> int:
+        return memory_size(self.memory)

@@ -69,6 +69,11 @@ SUITES = {
         55.0,
         "lookup before/after against llama.cpp's C++ draftless modes, chats + code edits",
     ),
+    "draft-peer": (
+        ["bench_draft_peer.py"],
+        12.0,
+        "lookup + the 0.5B draft model against llama.cpp's draft-simple with the same draft",
+    ),
 }
 
 
