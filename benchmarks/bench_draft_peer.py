@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench_draftless import MAX_TOKENS, THREADS, _geo, render_chat, run_python
+from bench_draftless import MAX_TOKENS, THREADS, _geo, run_requests, summarise
 
 N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "8"))
 MODES = ("plain", "lookup + draft model", "c++ draft-simple")
@@ -26,7 +26,7 @@ MODES = ("plain", "lookup + draft model", "c++ draft-simple")
 def bench_draft_model_peer(benchmark, monkeypatch):
     import llama_cpp
     from _code_edits import requests as code_requests
-    from _llama_cpp_tools import ensure_tools, run_speculative
+    from _llama_cpp_tools import ensure_tools
     from _sharegpt import chat_requests
 
     from pyspec.llama import SpeculativeLlama
@@ -44,60 +44,22 @@ def bench_draft_model_peer(benchmark, monkeypatch):
     }
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
-    rows = []
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draft-peer-"))
 
     def run_all():
-        for i, (workload, rid, messages) in enumerate(workloads):
-            text = render_chat(plain, messages)
-            ids = plain.tokenize(text.encode(), add_bos=True, special=True)
-            row = {"workload": workload, "id": rid, "prompt_tokens": len(ids)}
-            for mode in MODES if i % 2 == 0 else MODES[::-1]:
-                if mode.startswith("c++ "):
-                    got = run_speculative(
-                        tools,
-                        target,
-                        text,
-                        mode[4:],
-                        n_predict=MAX_TOKENS,
-                        threads=THREADS,
-                        workdir=workdir,
-                        extra=("-md", draft),
-                    )
-                    assert got["prompt_tokens"] == len(ids), (rid, got["prompt_tokens"], len(ids))
-                    got.pop("text")
-                else:
-                    got = run_python(python_modes[mode], ids)
-                    spec = getattr(python_modes[mode], "speculation", None)
-                    if spec is not None:  # rounds whose drafts came from the draft model
-                        got["costly_steps"] = spec.last.costly_steps
-                row[mode] = got
-            rows.append(row)
-            print(
-                f"\n{workload} {rid} ({len(ids)} tokens): "
-                + ", ".join(f"{m} {row[m]['rate']:.1f}" for m in MODES),
-                flush=True,
-            )
-        return rows
+        modes = list(MODES)
+        return run_requests(
+            workloads, modes, plain, python_modes, tools, target, workdir, ("-md", draft)
+        )
 
-    benchmark.pedantic(run_all, rounds=1, iterations=1)
-    summary = {}
-    for workload in dict.fromkeys(w for w, _, _ in workloads):
+    rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    summary = summarise(rows, MODES)
+    for workload, s in summary.items():
         mine = [r for r in rows if r["workload"] == workload]
-        summary[workload] = {
-            "requests": len(mine),
-            "rate": {m: _geo([r[m]["rate"] for r in mine]) for m in MODES},
-            "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in MODES},
-            "acceptance": {
-                m: sum(r[m].get("accepted", 0) for r in mine)
-                / max(sum(r[m].get("drafted", 0) for r in mine), 1)
-                for m in MODES
-            },
-            "pyspec_over_cpp": _geo(
-                [r["lookup + draft model"]["rate"] / r["c++ draft-simple"]["rate"] for r in mine]
-            ),
-            "costly_steps": sum(r["lookup + draft model"].get("costly_steps", 0) for r in mine),
-        }
+        s["pyspec_over_cpp"] = _geo(
+            [r["lookup + draft model"]["rate"] / r["c++ draft-simple"]["rate"] for r in mine]
+        )
+        s["costly_steps"] = sum(r["lookup + draft model"]["costly_steps"] for r in mine)
     python_modes["lookup + draft model"].close()
     plain.close()
     benchmark.extra_info.update(

@@ -90,6 +90,7 @@ def run_python(llm, prompt_ids: list) -> dict:
             memory_hits=stats.memory_hits,
             memory_lookups=stats.memory_lookups,
             realised_over_predicted=stats.realised_over_predicted,
+            costly_steps=stats.costly_steps,
         )
     return out
 
@@ -99,10 +100,67 @@ def _geo(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else 0.0
 
 
+def run_requests(workloads, modes, plain, python_modes, tools, target, workdir, cpp_extra=()):
+    """Every request in every mode, the modes in turn and in the opposite order for every
+    other request (a drifting load hits all): one row per request, a result per mode. The
+    C++ modes get the same prompt text (its token count is checked equal)."""
+    from _llama_cpp_tools import run_speculative
+
+    rows = []
+    for i, (workload, rid, messages) in enumerate(workloads):
+        text = render_chat(plain, messages)
+        ids = plain.tokenize(text.encode(), add_bos=True, special=True)
+        row = {"workload": workload, "id": rid, "prompt_tokens": len(ids)}
+        for mode in modes if i % 2 == 0 else modes[::-1]:
+            if mode.startswith("c++ "):
+                got = run_speculative(
+                    tools,
+                    target,
+                    text,
+                    mode[4:],
+                    n_predict=MAX_TOKENS,
+                    threads=THREADS,
+                    workdir=workdir,
+                    extra=cpp_extra,
+                )
+                assert got["prompt_tokens"] == len(ids), (
+                    f"{rid}: llama.cpp saw {got['prompt_tokens']} prompt tokens, we {len(ids)}"
+                )
+                got.pop("text")
+            else:
+                got = run_python(python_modes[mode], ids)
+            row[mode] = got
+        rows.append(row)
+        print(
+            f"\n{workload} {rid} ({len(ids)} tokens): "
+            + ", ".join(f"{m} {row[m]['rate']:.1f}" for m in modes),
+            flush=True,
+        )
+    return rows
+
+
+def summarise(rows, modes) -> dict:
+    """Per workload: requests, decode tok/s (geometric means), seconds (sums), acceptance."""
+    summary = {}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        mine = [r for r in rows if r["workload"] == workload]
+        summary[workload] = {
+            "requests": len(mine),
+            "rate": {m: _geo([r[m]["rate"] for r in mine]) for m in modes},
+            "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in modes},
+            "acceptance": {
+                m: sum(r[m].get("accepted", 0) for r in mine)
+                / max(sum(r[m].get("drafted", 0) for r in mine), 1)
+                for m in modes
+            },
+        }
+    return summary
+
+
 def bench_draftless_modes(benchmark, monkeypatch):
     import llama_cpp
     from _code_edits import requests as code_requests
-    from _llama_cpp_tools import bench_tg, ensure_tools, run_speculative
+    from _llama_cpp_tools import bench_tg, ensure_tools
     from _lookup_before import PromptLookupBefore
     from _sharegpt import chat_requests
 
@@ -127,64 +185,30 @@ def bench_draftless_modes(benchmark, monkeypatch):
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
-    rows = []
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draftless-"))
 
     def run_all():
-        for i, (workload, rid, messages) in enumerate(workloads):
-            text = render_chat(plain, messages)
-            ids = plain.tokenize(text.encode(), add_bos=True, special=True)
-            row = {"workload": workload, "id": rid, "prompt_tokens": len(ids)}
-            for mode in modes if i % 2 == 0 else modes[::-1]:
-                if mode.startswith("c++ "):
-                    got = run_speculative(
-                        tools,
-                        target,
-                        text,
-                        mode[4:],
-                        n_predict=MAX_TOKENS,
-                        threads=THREADS,
-                        workdir=workdir,
-                    )
-                    assert got["prompt_tokens"] == len(ids), (
-                        f"{rid}: llama.cpp saw {got['prompt_tokens']} prompt tokens, we {len(ids)}"
-                    )
-                    got.pop("text")
-                else:
-                    got = run_python(python_modes[mode], ids)
-                row[mode] = got
-            rows.append(row)
-            print(
-                f"\n{workload} {rid} ({len(ids)} tokens): "
-                + ", ".join(f"{m} {row[m]['rate']:.1f}" for m in modes),
-                flush=True,
-            )
-        return rows
+        return run_requests(workloads, modes, plain, python_modes, tools, target, workdir)
 
-    benchmark.pedantic(run_all, rounds=1, iterations=1)
+    rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
-    summary = {}
-    for workload in dict.fromkeys(w for w, _, _ in workloads):
+    summary = summarise(rows, modes)
+    for workload, s in summary.items():
         mine = [r for r in rows if r["workload"] == workload]
-        summary[workload] = {
-            "requests": len(mine),
-            "rate": {m: _geo([r[m]["rate"] for r in mine]) for m in modes},
-            "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in modes},
-            "acceptance": {
-                m: (
-                    sum(r[m].get("accepted", 0) for r in mine)
-                    / max(sum(r[m].get("drafted", 0) for r in mine), 1)
-                )
-                for m in modes
-            },
-            "memory_hit_rate": (
-                sum(r["lookup"]["memory_hits"] for r in mine)
-                / max(sum(r["lookup"]["memory_lookups"] for r in mine), 1)
-            ),
-            "lookup_over_best_cpp": _geo(
-                [r["lookup"]["rate"] / max(r[f"c++ {t}"]["rate"] for t in CPP_TYPES) for r in mine]
-            ),
-        }
+        s.update(
+            {
+                "memory_hit_rate": (
+                    sum(r["lookup"]["memory_hits"] for r in mine)
+                    / max(sum(r["lookup"]["memory_lookups"] for r in mine), 1)
+                ),
+                "lookup_over_best_cpp": _geo(
+                    [
+                        r["lookup"]["rate"] / max(r[f"c++ {t}"]["rate"] for t in CPP_TYPES)
+                        for r in mine
+                    ]
+                ),
+            }
+        )
     for m in (python_modes["lookup before"], python_modes["lookup"]):
         m.close()
     plain.close()

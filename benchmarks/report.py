@@ -133,11 +133,13 @@ def _draftless_panel(ax, draftless) -> None:
     and each C++ mode, over plain decoding."""
     labels, values, colors = [], [], []
     for workload, over in draftless:
-        modes = [m for m in over if m == "lookup"] + sorted(m for m in over if m.startswith("c++"))
+        ours = [m for m in over if not m.startswith("c++") and "before" not in m]
+        modes = ours + sorted(m for m in over if m.startswith("c++"))
         for mode in modes:
-            labels.append(f"{workload}: {'pyspec lookup' if mode == 'lookup' else mode[4:]}")
+            name = f"pyspec {mode}" if mode in ours else mode[4:]
+            labels.append(f"{workload}: {name}")
             values.append(over[mode])
-            colors.append("tab:green" if mode == "lookup" else "tab:gray")
+            colors.append("tab:green" if mode in ours else "tab:gray")
         labels.append("")
         values.append(0.0)
         colors.append("white")

@@ -1,32 +1,20 @@
 """The command line, end to end on a real model."""
 
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
+from pyspec_cli import run_pyspec
 
 from pyspec.testing.models import MODELS, ensure_model
 
 pytestmark = pytest.mark.model
 
 
-def _run(*args):
-    env = dict(os.environ)
-    return subprocess.run(
-        [sys.executable, "-m", "pyspec", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=os.path.expanduser("~"),
-        env=env,
-    )
-
-
 def test_generate_streams_text_and_prints_statistics(qwen_path):
-    out = _run(
+    out = run_pyspec(
         "generate",
         "-m",
         qwen_path,
@@ -45,16 +33,18 @@ def test_generate_streams_text_and_prints_statistics(qwen_path):
 
 
 def test_generate_uses_the_chat_template_and_says_so(qwen_path, tmp_path):
-    out = _run("generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0")
+    out = run_pyspec("generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0")
     assert out.returncode == 0, out.stderr
     assert "prompt in the model chat template" in out.stderr and out.stdout.strip()
-    raw = _run("generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0", "--raw")
+    raw = run_pyspec(
+        "generate", "-m", qwen_path, "-p", "Say hi.", "-n", "8", "--temp", "0", "--raw"
+    )
     assert raw.returncode == 0 and "prompt as given (raw)" in raw.stderr
     assert raw.stdout != out.stdout  # the template changed what the model saw
     # a prompt from a file, and from standard input, with a system message
     path = tmp_path / "prompt.txt"
     path.write_text("Say hi.")
-    from_file = _run("generate", "-m", qwen_path, "-f", str(path), "-n", "8", "--temp", "0")
+    from_file = run_pyspec("generate", "-m", qwen_path, "-f", str(path), "-n", "8", "--temp", "0")
     assert from_file.stdout == out.stdout
     stdin = subprocess.run(
         [
@@ -79,19 +69,19 @@ def test_generate_uses_the_chat_template_and_says_so(qwen_path, tmp_path):
         timeout=300,
     )
     assert stdin.returncode == 0 and stdin.stdout.strip() and stdin.stdout != out.stdout
-    bad = _run("generate", "-m", qwen_path, "-p", "hi", "--system", "x", "--raw")
+    bad = run_pyspec("generate", "-m", qwen_path, "-p", "hi", "--system", "x", "--raw")
     assert bad.returncode == 2 and "--system needs the chat template" in bad.stderr
 
 
 def test_plain_no_draft_and_compare_modes(gemma_path):
     prompt = "# file: a.py\nx = 1\ny = 2\nz = 3\n# file: b.py (copy of a.py)\nx = 1\n"
-    plain = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--plain")
+    plain = run_pyspec("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--plain")
     assert plain.returncode == 0, plain.stderr
     assert "llama-cpp-python's own loop" in plain.stderr and "drafted" not in plain.stderr
-    no_draft = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--no-draft")
+    no_draft = run_pyspec("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--no-draft")
     assert no_draft.returncode == 0 and "drafted 0" in no_draft.stderr
     assert "0 verify" in no_draft.stderr and no_draft.stdout == plain.stdout
-    compare = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--compare")
+    compare = run_pyspec("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--compare")
     assert compare.returncode == 0, compare.stderr
     assert re.search(
         r"plain llama-cpp-python: \d+ tokens, [\d.]+ tok/s after the first", compare.stderr
@@ -101,7 +91,7 @@ def test_plain_no_draft_and_compare_modes(gemma_path):
     )
     # llama.cpp's own warnings stay silent without --verbose
     assert "llama_kv_cache" not in plain.stderr + no_draft.stderr + compare.stderr
-    loud = _run("generate", "-m", gemma_path, "-p", prompt, "-n", "2", "--verbose")
+    loud = run_pyspec("generate", "-m", gemma_path, "-p", prompt, "-n", "2", "--verbose")
     assert "llama_kv_cache" in loud.stderr
 
 
@@ -109,36 +99,36 @@ def test_demo_picks_the_drafter_that_pays_and_says_why():
     # No earlier run is known here (the tests keep the cost cache off): the draft model's
     # outlook comes from the default batch curve, on which a 0.5B draft for a 1.5B target
     # does not pay, so the demo uses prompt lookup and says why.
-    out = _run("demo", "-n", "24")
+    out = run_pyspec("demo", "-n", "24")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() and "drafted" in out.stderr
     assert "pyspec: drafter: prompt lookup (free drafts), not the draft model" in out.stderr
     assert "predicted" in out.stderr and "--draft-model runs it anyway" in out.stderr
     # --draft-model runs it under its loss budget, and says why it barely drafted if so.
-    out = _run("demo", "--draft-model", "-n", "24")
+    out = run_pyspec("demo", "--draft-model", "-n", "24")
     assert out.returncode == 0, out.stderr
     assert "with draft model" in out.stderr and "loss budget" in out.stderr
     verify, plain = map(int, re.search(r"(\d+) verify \+ (\d+) plain steps", out.stderr).groups())
     declined = verify <= (verify + plain) // 4
     assert ("the cost model decoded" in out.stderr) == declined, out.stderr
-    out = _run("demo", "--lookup", "-n", "24")
+    out = run_pyspec("demo", "--lookup", "-n", "24")
     assert out.returncode == 0, out.stderr
     assert "with prompt lookup" in out.stderr and "pyspec: drafter:" not in out.stderr
-    both = _run("demo", "--lookup", "--draft-model")
+    both = run_pyspec("demo", "--lookup", "--draft-model")
     assert both.returncode == 2 and "not allowed with" in both.stderr
 
 
 def test_generate_reports_a_missing_model_clearly(tmp_path):
-    out = _run("generate", "-m", str(tmp_path / "missing.gguf"), "-n", "4")
+    out = run_pyspec("generate", "-m", str(tmp_path / "missing.gguf"), "-n", "4")
     assert out.returncode == 2
     assert "missing.gguf: no such file" in out.stderr and "Traceback" not in out.stderr
-    out = _run("generate", "-m", str(tmp_path), "-n", "4")  # a directory is named as one
+    out = run_pyspec("generate", "-m", str(tmp_path), "-n", "4")  # a directory is named as one
     assert out.returncode == 2
     assert "is a directory; give the path of a .gguf file" in out.stderr
 
 
 def test_an_incompatible_draft_is_reported_without_a_traceback(qwen_path, gemma_path):
-    out = _run("generate", "-m", qwen_path, "-md", gemma_path, "-n", "4")
+    out = run_pyspec("generate", "-m", qwen_path, "-md", gemma_path, "-n", "4")
     assert out.returncode == 1
     assert "pyspec: error: draft and target differ in vocabulary type: target BPE" in out.stderr
     assert "Traceback" not in out.stderr
@@ -156,7 +146,7 @@ def test_assembled_models_have_the_published_size():
 
 def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
     schema = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'
-    out = _run(
+    out = run_pyspec(
         "generate",
         "-m",
         gemma_path,
@@ -173,17 +163,17 @@ def test_generate_with_a_json_schema_or_grammar(gemma_path, tmp_path):
     assert "grammar" in out.stderr  # the statistics say what the grammar cost
     bad = tmp_path / "bad.gbnf"
     bad.write_text("root ::= broken (")
-    refused = _run("generate", "-m", gemma_path, "-n", "4", "--grammar", str(bad), "--plain")
+    refused = run_pyspec("generate", "-m", gemma_path, "-n", "4", "--grammar", str(bad), "--plain")
     assert refused.returncode == 2 and "does not parse" in refused.stderr
     assert "Traceback" not in refused.stderr
-    missing = _run("generate", "-m", gemma_path, "--json-schema", str(tmp_path / "none.json"))
+    missing = run_pyspec("generate", "-m", gemma_path, "--json-schema", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
 def test_generate_sampling_choices(gemma_path):
     """--sampling graph samples in llama.cpp's graph and says so; with a grammar it is a usage
     error found before the model loads."""
-    out = _run(
+    out = run_pyspec(
         "generate",
         "-m",
         gemma_path,
@@ -200,10 +190,10 @@ def test_generate_sampling_choices(gemma_path):
     )
     assert out.returncode == 0, out.stderr
     assert "sampling graph" in out.stderr
-    refused = _run(
+    refused = run_pyspec(
         "generate", "-m", gemma_path, "-n", "4", "--sampling", "graph", "--json", "-p", "Give JSON."
     )
     assert refused.returncode == 2 and "--sampling graph cannot serve" in refused.stderr
     assert "loading" not in refused.stderr  # refused before the model loads
-    bad = _run("generate", "-m", gemma_path, "-n", "4", "--sampling", "gpu")
+    bad = run_pyspec("generate", "-m", gemma_path, "-n", "4", "--sampling", "gpu")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr

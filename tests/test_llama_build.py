@@ -1,11 +1,10 @@
 """The llama-cpp-python build pyspec installs (no AMX path, this CPU's SIMD levels), the
 guard against a build that would crash, and ``pyspec doctor``."""
 
-import os
-import subprocess
 import sys
 
 import pytest
+from pyspec_cli import run_pyspec
 
 from pyspec.llama.runtime.guard import (
     UnsafeLlamaBuildError,
@@ -161,21 +160,10 @@ def test_the_guard_refuses_before_the_model_loads(monkeypatch, tmp_path):
         SpeculativeLlama(str(missing))
 
 
-def _pyspec(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "pyspec", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=os.path.expanduser("~"),
-        env=dict(os.environ, **(env or {})),
-    )
-
-
 def test_install_llama_dry_run_prints_the_plan():
     has_amx = {"amx_tile", "amx_int8"} <= cpu_flags()
     fix_line = f"fix (version {AMX_FIX_VERSION}) will be applied"
-    out = _pyspec("install-llama", "--dry-run")  # the default: AMX exactly where the CPU has it
+    out = run_pyspec("install-llama", "--dry-run")  # the default: AMX exactly where the CPU has it
     assert out.returncode == 0, out.stderr
     assert f"-DGGML_AMX_INT8={'ON' if has_amx else 'OFF'}" in out.stderr and "wheel:" in out.stderr
     assert (fix_line in out.stderr) == has_amx
@@ -184,16 +172,16 @@ def test_install_llama_dry_run_prints_the_plan():
         if has_amx
         else "AMX: off (this CPU reports no AMX)"
     ) in out.stderr
-    no_amx = _pyspec("install-llama", "--dry-run", "--no-amx")
+    no_amx = run_pyspec("install-llama", "--dry-run", "--no-amx")
     assert no_amx.returncode == 0 and "-DGGML_AMX_INT8=OFF" in no_amx.stderr
     assert fix_line not in no_amx.stderr and "AMX: off (as asked)" in no_amx.stderr
-    refused = _pyspec(
+    refused = run_pyspec(
         "install-llama", "--dry-run", "--no-amx", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"}
     )
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
-    both = _pyspec("install-llama", "--amx", "--no-amx")
+    both = run_pyspec("install-llama", "--amx", "--no-amx")
     assert both.returncode == 2 and "not allowed with" in both.stderr
-    amx = _pyspec("install-llama", "--dry-run", "--amx")
+    amx = run_pyspec("install-llama", "--dry-run", "--amx")
     if has_amx:
         assert amx.returncode == 0, amx.stderr
         assert "-DGGML_AMX_INT8=ON" in amx.stderr and fix_line in amx.stderr
@@ -202,7 +190,7 @@ def test_install_llama_dry_run_prints_the_plan():
 
 
 def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
-    out = _pyspec("doctor")
+    out = run_pyspec("doctor")
     assert out.returncode == 0, out.stdout + out.stderr
     for what in ("pyspec self-test", "llama-cpp-python", "CUDA back end", "cost cache"):
         assert what in out.stdout
@@ -210,12 +198,12 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     costs = tmp_path / "costs"
     costs.mkdir()
     (costs / "bad.json").write_text('{"costs": {"1": NaN, "9": 12.3}}')
-    out = _pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"})
+    out = run_pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"})
     assert "bad.json: unreadable" in out.stdout or "bad.json: batch size" in out.stdout, out.stdout
     # A model file of the wrong size is a failure, with the fix.
     models = tmp_path / "models"
     models.mkdir()
     (models / "gemma-3-270m-q4_k_m.gguf").write_bytes(b"truncated")
-    out = _pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path)})
+    out = run_pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path)})
     assert out.returncode == 1
     assert "gemma3-270m" in out.stderr and "delete it to refetch" in out.stderr
