@@ -769,6 +769,52 @@ def draft_peer_table(run: Run) -> list:
     return out
 
 
+# --- chains against trees of drafts, in measured batch costs (bench_tree_outlook.py) -----
+
+
+def tree_outlook_table(run: Run) -> list:
+    e = run.one("bench_tree_outlook")["extra_info"]
+    lengths, longest = e["branch_lengths"], str(e["branch_lengths"][-1])
+    costs = sorted(e["costs"].items(), key=lambda kv: int(kv[0]))
+    out = [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B, {e['max_tokens']} greedy tokens per request; the loop replayed "
+        "on each request's greedy output with the real lookup and cost model: chains, a "
+        "second branch at the root (the suffix index's runner-up continuation), and, as an "
+        "upper bound no tree can reach, the branch placed at the very node where the chain "
+        "is rejected; speedup over plain decoding in this build's measured batch costs (n "
+        f"tokens over one: {', '.join(f'{n}: {c:.2f}' for n, c in costs)}), geometric means:",
+        "",
+    ]
+    rows = []
+    for workload, s in e["summary"].items():
+        rows.append(
+            (
+                f"{workload} ({s['requests']})",
+                f"{s['verify_rounds']} / {s['rounds']}",
+                f"{s['speedup']['0']:.3f}x",
+                *(f"{s['speedup'][str(m)]:.3f}x" for m in lengths),
+                f"{s['speedup']['oracle']:.3f}x",
+                f"{s[longest + ':runner_up_right']} of {s[longest + ':rejections']}",
+                f"{s['oracle:runner_up_right']} of {s['oracle:rejections']}",
+            )
+        )
+    out += _table(
+        (
+            "workload (requests)",
+            "verify rounds",
+            "chains",
+            *(f"root branch of {m}" for m in lengths),
+            f"branch of {longest} at the rejection",
+            "root: runner-up right, of first drafts rejected",
+            "at the rejection: right, of rejections",
+        ),
+        rows,
+    )
+    return out
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 
@@ -815,4 +861,5 @@ SECTIONS = {
     "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
     "draftless-table": (("draftless",), draftless_table),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
+    "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
 }

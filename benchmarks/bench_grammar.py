@@ -30,15 +30,11 @@ PERSONS = "\n".join(
         "Name: Lars Berg; Email: lars.berg@example.se; City: Uppsala; Phone: +46 70 123 45 67",
     ]
 )
+FIELDS = ("name", "email", "city", "phone")  # every one a required string
 PERSON = {
     "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "email": {"type": "string"},
-        "city": {"type": "string"},
-        "phone": {"type": "string"},
-    },
-    "required": ["name", "email", "city", "phone"],
+    "properties": {field: {"type": "string"} for field in FIELDS},
+    "required": list(FIELDS),
 }
 # An object around the array: with a bare array schema Gemma 270M answers "[ ]".
 SCHEMA = {

@@ -252,16 +252,11 @@ PERSON = (
     "Name: Maria Lopez\nEmail: maria.lopez@example.com\nCity: Valencia\n"
     "Phone: +34 612 345 678\nOccupation: nurse"
 )
+FIELDS = ("name", "email", "city", "phone", "occupation")  # every one a required string
 SCHEMA = {
     "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "email": {"type": "string"},
-        "city": {"type": "string"},
-        "phone": {"type": "string"},
-        "occupation": {"type": "string"},
-    },
-    "required": ["name", "email", "city", "phone", "occupation"],
+    "properties": {field: {"type": "string"} for field in FIELDS},
+    "required": list(FIELDS),
 }
 TEMPLATES = {
     "gemma": "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n",

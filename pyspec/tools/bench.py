@@ -74,6 +74,11 @@ SUITES = {
         12.0,
         "lookup + the 0.5B draft model against llama.cpp's draft-simple with the same draft",
     ),
+    "tree-outlook": (
+        ["bench_tree_outlook.py"],
+        4.0,
+        "chains against root-branch trees of drafts on the real workloads, in measured costs",
+    ),
 }
 
 
