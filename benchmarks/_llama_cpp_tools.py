@@ -202,8 +202,11 @@ def run_speculative(
     }
 
 
-def bench_tg(tools: Path, model: str, *, n_gen: int, threads: int, repetitions: int = 3) -> float:
-    """llama-bench's text-generation rate (tokens/s, its mean over ``repetitions``)."""
+def bench_tg(
+    tools: Path, model: str, *, n_gen: int, threads: int, repetitions: int = 3, depth: int = 0
+) -> float:
+    """llama-bench's text-generation rate (tokens/s, its mean over ``repetitions``), after a
+    context of ``depth`` tokens (``-d``: a decode's cost grows with what it attends to)."""
     cmd = [
         str(binary(tools, "llama-bench")),
         "-m",
@@ -218,6 +221,8 @@ def bench_tg(tools: Path, model: str, *, n_gen: int, threads: int, repetitions: 
         str(repetitions),
         "-fa",
         "on",
+        "-d",
+        str(depth),
         "-o",
         "json",
     ]

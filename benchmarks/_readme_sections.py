@@ -815,6 +815,25 @@ def tree_outlook_table(run: Run) -> list:
     return out
 
 
+# --- a plain stretch against llama.cpp's own decode (bench_plain_stretch.py) -------------
+
+
+def plain_stretch(run: Run) -> list:
+    e = run.one("bench_plain_stretch")["extra_info"]
+    m = e["median"]
+    return [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B, {e['threads']} threads, flash attention on, {e['max_tokens']} "
+        f"greedy tokens after a {e['prompt_tokens']}-token chat prompt, medians of "
+        f"{e['rounds']} alternating rounds: pyspec's loop with nothing drafted "
+        f"{m['pyspec, no drafts']:.2f} tok/s, plain llama-cpp-python {m['llama-cpp-python']:.2f}, "
+        f"`llama-bench` tg at the prompt's depth {m['llama-bench tg']:.2f}: pyspec "
+        f"{e['pyspec_over_cpp']:.2f}x llama.cpp's own decode (llama-cpp-python "
+        f"{e['python_over_cpp']:.2f}x).",
+    ]
+
+
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------
 
 
@@ -862,4 +881,5 @@ SECTIONS = {
     "draftless-table": (("draftless",), draftless_table),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
+    "plain-stretch": (("plain-stretch",), plain_stretch),
 }

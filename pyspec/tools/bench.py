@@ -74,6 +74,11 @@ SUITES = {
         12.0,
         "lookup + the 0.5B draft model against llama.cpp's draft-simple with the same draft",
     ),
+    "plain-stretch": (
+        ["bench_plain_stretch.py"],
+        6.0,
+        "pyspec's loop with no drafts against llama-bench tg at the same depth",
+    ),
     "tree-outlook": (
         ["bench_tree_outlook.py"],
         4.0,
