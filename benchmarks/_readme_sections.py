@@ -681,6 +681,25 @@ def costly_drafter_table(run: Run) -> list:
 # --- free drafting against llama.cpp's C++ draftless modes (bench_draftless.py) ------------
 
 
+def _modes_table(summary: dict, modes: list) -> list:
+    """One row per workload and mode of a bench_draftless.summarise summary: decode tok/s,
+    its ratio to plain, whole-request seconds, acceptance."""
+    rows = [
+        (
+            f"{workload} ({s['requests']})",
+            m,
+            f"{s['rate'][m]:.2f}",
+            f"{s['rate'][m] / s['rate']['plain']:.2f}x",
+            f"{s['seconds'][m]:.1f}",
+            f"{100 * s['acceptance'][m]:.0f}%" if m != "plain" else "",
+        )
+        for workload, s in summary.items()
+        for m in modes
+    ]
+    header = ("workload (requests)", "mode", "decode tok/s", "over plain", "seconds", "accepted")
+    return _table(header, rows)
+
+
 def draftless_table(run: Run) -> list:
     e = run.one("bench_draftless_modes")["extra_info"]
     modes = e["modes"]
@@ -697,23 +716,7 @@ def draftless_table(run: Run) -> list:
         f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.",
         "",
     ]
-    rows = []
-    for workload, s in e["summary"].items():
-        for m in modes:
-            acc = s["acceptance"][m]
-            rows.append(
-                (
-                    f"{workload} ({s['requests']})",
-                    m,
-                    f"{s['rate'][m]:.2f}",
-                    f"{s['rate'][m] / s['rate']['plain']:.2f}x",
-                    f"{s['seconds'][m]:.1f}",
-                    f"{100 * acc:.0f}%" if m != "plain" else "",
-                )
-            )
-    out += _table(
-        ("workload (requests)", "mode", "decode tok/s", "over plain", "seconds", "accepted"), rows
-    )
+    out += _modes_table(e["summary"], modes)
     out.append("")
     for workload, s in e["summary"].items():
         best = max((m for m in modes if m.startswith("c++")), key=lambda m: s["rate"][m])
@@ -742,22 +745,7 @@ def draft_peer_table(run: Run) -> list:
         "draftless table:",
         "",
     ]
-    rows = []
-    for workload, s in e["summary"].items():
-        for m in modes:
-            rows.append(
-                (
-                    f"{workload} ({s['requests']})",
-                    m,
-                    f"{s['rate'][m]:.2f}",
-                    f"{s['rate'][m] / s['rate']['plain']:.2f}x",
-                    f"{s['seconds'][m]:.1f}",
-                    f"{100 * s['acceptance'][m]:.0f}%" if m != "plain" else "",
-                )
-            )
-    out += _table(
-        ("workload (requests)", "mode", "decode tok/s", "over plain", "seconds", "accepted"), rows
-    )
+    out += _modes_table(e["summary"], modes)
     out.append("")
     for workload, s in e["summary"].items():
         out.append(
