@@ -231,7 +231,7 @@ class Speculation:
                     self.controller.draft_max + 1,
                     n_top=req.logprobs_top,
                 )
-            except (PyspecError, GraphSamplerUnavailable) as exc:
+            except PyspecError as exc:  # GraphSamplerUnavailable among them
                 if self.sampling == "graph":
                     raise
                 reason = self.graph_unavailable = str(exc)
