@@ -9,7 +9,9 @@ showing a stale value.
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from statistics import median
 
 from _bench_json import MissingResults, Run
@@ -808,18 +810,39 @@ def tree_outlook_table(run: Run) -> list:
 
 def plain_stretch(run: Run) -> list:
     e = run.one("bench_plain_stretch")["extra_info"]
-    m = e["median"]
-    return [
+    m, runs = e["median"], e["runs"]
+    cpp = "llama-bench tg"
+
+    def paired(mode):  # geometric mean of the per-round ratios, and +-2 standard errors
+        logs = [math.log(a / b) for a, b in zip(runs[mode], runs[cpp])]
+        mean = statistics.fmean(logs)
+        half = 2 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+        return f"{math.exp(mean):.2f}x ({math.exp(mean - half):.2f}-{math.exp(mean + half):.2f})"
+
+    lines = [
         run.measured_line(),
         "",
         f"Qwen2.5-Coder 1.5B, {e['threads']} threads, flash attention on, {e['max_tokens']} "
-        f"greedy tokens after a {e['prompt_tokens']}-token chat prompt, medians of "
-        f"{e['rounds']} alternating rounds: pyspec's loop with nothing drafted "
-        f"{m['pyspec, no drafts']:.2f} tok/s, plain llama-cpp-python {m['llama-cpp-python']:.2f}, "
-        f"`llama-bench` tg at the prompt's depth {m['llama-bench tg']:.2f}: pyspec "
-        f"{e['pyspec_over_cpp']:.2f}x llama.cpp's own decode (llama-cpp-python "
-        f"{e['python_over_cpp']:.2f}x).",
+        f"greedy tokens after a {e['prompt_tokens']}-token chat prompt, {e['rounds']} "
+        f"alternating rounds; decode tok/s (median) and the rate over `llama-bench` tg at the "
+        "prompt's depth in the same round (geometric mean over the rounds, and the range of "
+        "two standard errors):",
+        "",
+        "| mode | tok/s | over llama-bench tg |",
+        "|---|---|---|",
     ]
+    for mode in runs:
+        ratio = "1.00x" if mode == cpp else paired(mode)
+        lines.append(f"| {mode} | {m[mode]:.2f} | {ratio} |")
+    if "loop_cost_median" in e:
+        c = e["loop_cost_median"]
+        lines += [
+            "",
+            f"pyspec's round, medians: the target's decode {c['target_ms_per_round']:.1f} ms, the "
+            f"verifier {c['verify_ms_per_round']:.2f} ms, the rest of the loop "
+            f"{c['loop_ms_per_round']:.2f} ms.",
+        ]
+    return lines
 
 
 # --- records from outside pytest-benchmark (_take_records.py) -----------------------------

@@ -4,8 +4,13 @@ own decode of the same build: issue 26's item 7, the loop's own cost per round.
 Qwen2.5-Coder 1.5B, 2 threads, flash attention on everywhere, 96 greedy tokens after a
 ShareGPT chat's prompt. Per round, in turn and in the opposite order every other round:
 ``SpeculativeLlama(draft_max=0)`` (every round a plain one: one decode, the fused verifier's
-draw), plain llama-cpp-python, and ``llama-bench`` tg of 96 tokens at a depth of the prompt's
-length (its ``-d``: the same context to attend to). Decode tokens/s after the first token.
+draw), plain llama-cpp-python, a bare greedy loop of ``llama_decode`` calls on a
+llama-cpp-python context (``_raw_decode.py``: the decode path with no Python loop around it),
+and ``llama-bench`` tg of 96 tokens at a depth of the prompt's length (its ``-d``: the same
+context to attend to). Decode tokens/s after the first token; the ratios are taken within a
+round (paired) and their geometric mean reported, since single runs vary by 10-20% on a
+shared 2-core machine. pyspec's rounds also record what the loop spends outside the target's
+decode and the verifier (``loop_ms_per_round``).
 
     pyspec bench plain-stretch  # or: pytest benchmarks/bench_plain_stretch.py
 """
@@ -16,13 +21,15 @@ import statistics
 
 from bench_draftless import MAX_TOKENS, THREADS, render_chat, run_python
 
-ROUNDS = 4
-MODES = ("pyspec, no drafts", "llama-cpp-python", "llama-bench tg")
+ROUNDS = 10
+MODES = ("pyspec, no drafts", "llama-cpp-python", "raw llama_decode", "llama-bench tg")
+PROBES = ("loop_ms_per_round", "target_ms_per_round", "verify_ms_per_round")
 
 
 def bench_plain_stretch(benchmark, monkeypatch):
     import llama_cpp
     from _llama_cpp_tools import bench_tg, ensure_tools
+    from _raw_decode import raw_greedy_rate
     from _sharegpt import chat_requests
 
     from pyspec.llama import SpeculativeLlama
@@ -37,6 +44,7 @@ def bench_plain_stretch(benchmark, monkeypatch):
     messages = chat_requests(plain, 1)[0]["messages"]
     ids = plain.tokenize(render_chat(plain, messages).encode(), add_bos=True, special=True)
     runs = {m: [] for m in MODES}
+    loop_costs = {p: [] for p in PROBES}
 
     def run_all():
         for r in range(ROUNDS):
@@ -50,8 +58,15 @@ def bench_plain_stretch(benchmark, monkeypatch):
                         repetitions=1,
                         depth=len(ids),
                     )
+                elif mode == "raw llama_decode":
+                    rate = raw_greedy_rate(plain, ids, MAX_TOKENS)
+                elif mode == "llama-cpp-python":
+                    rate = run_python(plain, ids)["rate"]
                 else:
-                    rate = run_python(spec if mode.startswith("pyspec") else plain, ids)["rate"]
+                    result = run_python(spec, ids)
+                    rate = result["rate"]
+                    for probe in PROBES:
+                        loop_costs[probe].append(result[probe])
                 runs[mode].append(rate)
             print(f"\nround {r}: " + ", ".join(f"{m} {runs[m][-1]:.2f}" for m in MODES), flush=True)
         return runs
@@ -61,6 +76,11 @@ def bench_plain_stretch(benchmark, monkeypatch):
     spec.close()
     plain.close()
     median = {m: statistics.median(v) for m, v in runs.items()}
+
+    def paired(a, b):  # geometric mean over rounds of a's rate over b's in the same round
+        return statistics.geometric_mean(x / y for x, y in zip(runs[a], runs[b], strict=True))
+
+    cpp = MODES[3]
     benchmark.extra_info.update(
         max_tokens=MAX_TOKENS,
         threads=THREADS,
@@ -68,7 +88,12 @@ def bench_plain_stretch(benchmark, monkeypatch):
         rounds=ROUNDS,
         runs=runs,
         median=median,
-        pyspec_over_cpp=median[MODES[0]] / median[MODES[2]],
-        python_over_cpp=median[MODES[1]] / median[MODES[2]],
+        loop_costs=loop_costs,
+        loop_cost_median={p: statistics.median(v) for p, v in loop_costs.items()},
+        pyspec_over_cpp=paired(MODES[0], cpp),
+        python_over_cpp=paired(MODES[1], cpp),
+        raw_over_cpp=paired(MODES[2], cpp),
+        pyspec_over_raw=paired(MODES[0], MODES[2]),
+        pyspec_over_python=paired(MODES[0], MODES[1]),
     )
     print(f"\nmedians: {median}", flush=True)
