@@ -3,6 +3,7 @@ noise, outliers and a load that comes and goes are replayed deterministically.""
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +43,45 @@ def test_measured_sizes_override_the_prior():
         costs.observe(1, 0.02)
         costs.observe(9, 0.02 * 3.0)
     assert costs.predict(1) == pytest.approx(0.02)
-    # Nine passes weigh 0.9 against the prior in log space.
-    assert costs.predict(9) == pytest.approx(0.02 * 3.0**0.9 * default_prior(9) ** 0.1, rel=1e-9)
+    # Nine passes weigh 0.9 against the prior's shape in log space, once for the pooled
+    # scale of its extra cost (against one pseudo-pass of the prior's own), once for the size.
+    p9 = default_prior(9)
+    scale = math.exp(min(0.9 * math.log((3.0 - 1.0) / (p9 - 1.0)) / 1.9, 0.0))
+    shaped = 1.0 + scale * (p9 - 1.0)
+    assert costs.predict(9) == pytest.approx(0.02 * 3.0**0.9 * shaped**0.1, rel=1e-9)
     # A size between measured ones follows their correction; the curve stays monotone.
     assert costs.predict(5) < costs.predict(9) <= costs.predict(17)
+
+
+def test_a_measured_size_tells_how_dear_the_sizes_not_measured_are():
+    # An AMX build batches 3 tokens at 1.52x one token where the prior says 2.54x; the
+    # sizes a chat's few verify rounds never tried must not keep the prior's costs.
+    costs = BatchCosts(max_n=17)
+    for _ in range(WINDOW):
+        costs.observe(1, 0.1)
+        costs.observe(3, 0.152)
+    for n in (5, 9, 17):
+        assert costs.predict(n) < 0.1 * (1 + 0.6 * (default_prior(n) - 1)), n
+    # and a build where batching is as dear as the prior says keeps the prior's curve
+    dear = BatchCosts(max_n=17)
+    for _ in range(WINDOW):
+        dear.observe(1, 0.1)
+        dear.observe(3, 0.1 * default_prior(3))
+    for n in (5, 9, 17):
+        assert dear.predict(n) == pytest.approx(0.1 * default_prior(n), rel=1e-6)
+
+
+def test_a_size_measured_cheaper_than_the_prior_keeps_its_weight_between_uses():
+    # A chat verifies a few rounds per hundred tokens: between two uses the measured size
+    # must not drift back to the pessimistic prior (only dearer sizes age).
+    costs = BatchCosts(max_n=17)
+    for _ in range(WINDOW):
+        costs.observe(1, 0.1)
+        costs.observe(5, 0.153)
+    before = costs.predict(5)
+    for _ in range(3 * STALE_ROUNDS):
+        costs.observe(1, 0.1)
+    assert costs.predict(5) == pytest.approx(before)
 
 
 def test_one_outlier_does_not_move_the_estimate():

@@ -93,7 +93,9 @@ def replay_lookup(
         context = list(prompt) + list(output[:i])
         draft = drafter.draft(context, draft_max, None, len(context))
         k = (
-            controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0)
+            controller.choose(
+                len(draft.tokens), draft.bucket, draft_cost=0.0, kinds=draft.token_kinds
+            )
             if draft.tokens
             else 0
         )
@@ -115,6 +117,7 @@ def replay_lookup(
             batch=k + 1,
             target_seconds=observed,
             round_seconds=observed,
+            token_kinds=tuple(draft.token_kinds or ()),
             shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
         )
         controller.observe(r)

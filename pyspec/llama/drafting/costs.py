@@ -3,7 +3,7 @@
 No throw-away calibration batches: every round's decode is timed anyway, and that is all the
 model learns from. What it believes about a batch of n tokens:
 
-    target(n) = c1 * prior(n) * correction(n)
+    target(n) = c1 * (1 + s * (prior(n) - 1)) * correction(n)
 
 - ``c1``, the cost of one token: the median of the last ``WINDOW_ONE`` one-token passes
   (plain rounds). A median, because a busy machine gives outliers (a descheduled pass can
@@ -16,11 +16,18 @@ model learns from. What it believes about a batch of n tokens:
   Gemma 3 270M on 2 cores (2 tokens: 1.7-2.0x one token, 9: 4.8-4.9x, 17: 6.0-6.4x); the
   prior says 2.0x, 4.7x and 6.8x (the constants were chosen by replaying the recorded
   generations of tests/data, ``pyspec.testing.replay``).
-- ``correction(n)``: at each measured size, median(measured) / (c1 * prior(n)) over its last
+- ``s``, how dear batching is here against that shape, pooled over every measured size
+  (``_scale``): builds differ mostly by this one number (on one Xeon, AMX builds batch at
+  0.2-0.4 of the default prior's extra cost, the others at 0.4-0.6), and a size's passes
+  then tell about the sizes not measured yet. Without it a chat, whose few verify rounds
+  each measure one size, kept believing the prior's costs for the rest.
+- ``correction(n)``: at each measured size, median(measured) / (c1 * scaled prior) over its last
   ``WINDOW`` passes, shrunk toward 1 in log space by a weight that grows with the number of
-  passes and fades with their age (``STALE_ROUNDS``), so an old measurement taken under a load
-  that has passed is not trusted for good: the size drifts back to the prior and is tried
-  again. Between measured sizes the log-correction is interpolated; beyond them it is held.
+  passes and, where the size measured dearer than the prior, fades with their age
+  (``STALE_ROUNDS``), so an old measurement taken under a load that has passed is not trusted
+  for good: the size drifts back to the prior and is tried again (a size measured cheaper is
+  re-measured by every round that uses it, so it keeps its weight). Between measured sizes
+  the log-correction is interpolated; beyond them it is held.
 
 The resulting curve is made non-decreasing in n (a batch never costs less than a smaller
 one). Nothing here reads a clock: tests inject timings (noisy, shifting) deterministically.
@@ -38,6 +45,8 @@ WINDOW = 9  # passes kept per batch size n >= 2
 WINDOW_ONE = 15  # one-token passes kept (plain rounds are frequent)
 STALE_ROUNDS = 300  # a size's weight halves every this many rounds without a pass of it
 MAX_SIZE = 4096
+SCALE_PSEUDO = 1.0  # passes' worth of belief in the prior's own scale (BatchCosts._scale)
+MIN_EXTRA = 0.02  # a batch costs at least this much over one token (noise can say less)
 
 
 def default_prior(n: int) -> float:
@@ -83,6 +92,7 @@ class BatchCosts:
         self._prior_ratios: Optional[dict] = None  # from the cost cache (validated)
         self.prior_source = "default"
         self._curve: Optional[np.ndarray] = None  # seconds for n = 0..max_n, rebuilt lazily
+        self._scale_now = 1.0  # _scale as of the last _build
 
     # ---- inputs -------------------------------------------------------------------------
     def observe(self, n: int, seconds: float) -> None:
@@ -124,6 +134,10 @@ class BatchCosts:
             self._curve = None
 
     # ---- beliefs ------------------------------------------------------------------------
+    def passes(self, n: int) -> int:
+        """How many passes over n tokens the curve holds."""
+        return len(self._passes.get(n, ()))
+
     def per_token(self) -> Optional[float]:
         window = self._passes.get(1)
         return float(np.median(window)) if window else None
@@ -139,26 +153,59 @@ class BatchCosts:
             return ratios[xs[-1]] * default_prior(n) / default_prior(xs[-1])
         return float(np.interp(n, xs, [ratios[x] for x in xs]))
 
-    def weight(self, n: int) -> float:
-        """How much size n's own passes count against the prior (0..1)."""
+    def weight(self, n: int, dearer: bool = True) -> float:
+        """How much size n's own passes count against the prior (0..1). Only a size measured
+        dearer than the prior ages: the controller then avoids it, so nothing would measure
+        it again, and a pass slowed by a load that has passed must not keep it avoided for
+        good. A size measured cheaper is chosen whenever its drafts justify it, and each
+        such pass re-measures it; aging it would let the sparse verify rounds of a chat
+        (a few per hundred tokens) drift back to the pessimistic prior between two uses."""
         window = self._passes.get(n)
         if not window:
             return 0.0
+        trust = len(window) / (len(window) + 1.0)
+        if not dearer:
+            return trust
         age = self._round - self._last_seen[n]
-        return len(window) / (len(window) + 1.0) * 0.5 ** (age / STALE_ROUNDS)
+        return trust * 0.5 ** (age / STALE_ROUNDS)
+
+    def _scale(self, c1: float, sizes: list) -> float:
+        """How dear batching is here against the prior, pooled over every measured size: the
+        s in cost(n) = c1 * (1 + s * (prior(n) - 1)), a weighted geometric mean of each size's
+        own s, shrunk toward 1 by a pseudo-pass (``SCALE_PSEUDO``), at most 1. One number
+        learned from every size at once: a pass of 3 tokens says how dear 5 and 9 are too
+        (builds differ mostly by it: AMX batches at s = 0.2-0.4 of the prior's extra cost,
+        the others at 0.4-0.6 on the same Xeon, an older 2-core machine at about 1)."""
+        # Never above 1: a dear pass (a descheduled one, often) spread over every size would
+        # keep the controller off all of them, and nothing would measure them again; a dear
+        # size is held to its own correction instead, which ages (``weight``).
+        total = weights = 0.0
+        for n in sizes:
+            extra = max(float(np.median(self._passes[n])) / c1 - 1.0, MIN_EXTRA)
+            log_s = math.log(extra / (self.prior(n) - 1.0))
+            w = self.weight(n, dearer=log_s > 0)
+            total += w * log_s
+            weights += w
+        return math.exp(min(total / (weights + SCALE_PSEUDO), 0.0))
+
+    def scaled_prior(self, n: int) -> float:
+        """The prior's shape with its extra cost over one token scaled as measured here."""
+        if self._curve is None:
+            self._curve = self._build()
+        return 1.0 + self._scale_now * (self.prior(n) - 1.0)
 
     def _build(self) -> np.ndarray:
         c1 = self.per_token()
         if c1 is None:  # nothing measured yet: unit-free (only ratios matter then)
             c1 = 1.0
         sizes = [n for n in sorted(self._passes) if n >= 2 and n <= self.max_n]
-        logc = [
-            self.weight(n) * math.log(float(np.median(self._passes[n])) / (c1 * self.prior(n)))
-            for n in sizes
-        ]
+        self._scale_now = self._scale(c1, sizes)
+        shape = lambda n: 1.0 + self._scale_now * (self.prior(n) - 1.0)  # noqa: E731
+        raw = [math.log(float(np.median(self._passes[n])) / (c1 * shape(n))) for n in sizes]
+        logc = [self.weight(n, dearer=r > 0) * r for n, r in zip(sizes, raw)]
         ns = np.arange(self.max_n + 1)
         corr = np.interp(ns, sizes, logc) if sizes else np.zeros(len(ns))
-        curve = np.array([c1 * self.prior(int(n)) for n in ns]) * np.exp(corr)
+        curve = np.array([c1 * shape(int(n)) for n in ns]) * np.exp(corr)
         curve[0], curve[1] = 0.0, c1
         return np.maximum.accumulate(curve)
 
@@ -168,7 +215,7 @@ class BatchCosts:
             self._curve = self._build()
         if n <= self.max_n:
             return float(self._curve[n])
-        return float(self._curve[-1] * self.prior(n) / self.prior(self.max_n))
+        return float(self._curve[-1] * self.scaled_prior(n) / self.scaled_prior(self.max_n))
 
     def measured_ratios(self, min_passes: int = 3) -> dict:
         """n -> median cost / c1 for sizes with at least ``min_passes`` passes (what the cost
@@ -197,7 +244,7 @@ class BatchCosts:
         for n in sizes:
             if n > self.max_n:
                 continue
-            w = self.weight(n)
+            w = self.weight(n, dearer=False)
             tag = f"measured x{len(self._passes[n])}" if w > 0.05 else "prior"
             parts.append(f"{n}: {self.predict(n) / c1:.2f}x ({tag})")
         return (
