@@ -272,12 +272,17 @@ class PromptLookup(Drafter):
         cursor, run, out, kinds, bucket = candidate
         if n is not None:
             out, kinds = out[:n], kinds[:n]
+        following = cursor is not None and cursor is self._cursor
         if cursor is not None and cursor is not self._cursor:  # a new source: follow it from here
             self._cursor, self._run = cursor, run
         # A copy the output has followed for a while (or a long match) passes far more often
-        # than a guess from a short match: the cost model keeps them apart.
-        if bucket is None:
-            bucket = ("copy" if self._run >= self.COPY_RUN else "guess") if out else None
+        # than a guess from a short match, and a source followed for a token or three more
+        # often than a fresh short match: the cost model keeps them apart.
+        if bucket is None and out:
+            if self._run >= self.COPY_RUN:
+                bucket = "copy"
+            else:
+                bucket = "follow" if following else "guess"
         return Draft(list(out), None, time.perf_counter() - t0, bucket, token_kinds=list(kinds))
 
     def draft(self, context, max_tokens, params, position):
