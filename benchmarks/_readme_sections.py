@@ -715,7 +715,10 @@ def draftless_table(run: Run) -> list:
         "and whole-request seconds (prompt + decode, summed; llama.cpp's tool decodes past "
         "the token limit to the end of its last accepted draft, so its time is its prompt plus "
         "the limit at its rate). `llama-bench` tg, llama.cpp's "
-        f"plain decode on this build: {e['llama_bench_tg']:.2f} tok/s.",
+        f"plain decode on this build from an empty context: {e['llama_bench_tg']:.2f} tok/s "
+        f"(the requests decode after prompts of {min(r['prompt_tokens'] for r in e['rows'])}-"
+        f"{max(r['prompt_tokens'] for r in e['rows'])} tokens, which costs more per token; "
+        "the plain stretch in docs/drafting.md compares at the same depth).",
         "",
     ]
     out += _modes_table(e["summary"], modes)
