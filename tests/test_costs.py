@@ -71,6 +71,20 @@ def test_a_measured_size_tells_how_dear_the_sizes_not_measured_are():
         assert dear.predict(n) == pytest.approx(0.1 * default_prior(n), rel=1e-6)
 
 
+def test_a_cached_shape_with_free_batches_gives_a_finite_curve():
+    # validate_ratios lets a cached size cost as little as 0.8x one token: no extra cost to
+    # scale, so it must not enter the pooled scale (a log of zero or of a negative number).
+    costs = BatchCosts(max_n=17)
+    costs.use_prior({2: 0.9, 9: 2.0})
+    for _ in range(WINDOW):
+        costs.observe(1, 0.1)
+        costs.observe(2, 0.1)
+        costs.observe(9, 0.2)
+    values = [costs.predict(n) for n in range(1, 18)]
+    assert all(math.isfinite(v) and v > 0 for v in values)
+    assert values == sorted(values)
+
+
 def test_a_size_measured_cheaper_than_the_prior_keeps_its_weight_between_uses():
     # A chat verifies a few rounds per hundred tokens: between two uses the measured size
     # must not drift back to the pessimistic prior (only dearer sizes age).

@@ -134,10 +134,6 @@ class BatchCosts:
             self._curve = None
 
     # ---- beliefs ------------------------------------------------------------------------
-    def passes(self, n: int) -> int:
-        """How many passes over n tokens the curve holds."""
-        return len(self._passes.get(n, ()))
-
     def per_token(self) -> Optional[float]:
         window = self._passes.get(1)
         return float(np.median(window)) if window else None
@@ -181,8 +177,11 @@ class BatchCosts:
         # size is held to its own correction instead, which ages (``weight``).
         total = weights = 0.0
         for n in sizes:
+            prior_extra = self.prior(n) - 1.0
+            if prior_extra < MIN_EXTRA:  # a cached shape may say a batch costs one token
+                continue
             extra = max(float(np.median(self._passes[n])) / c1 - 1.0, MIN_EXTRA)
-            log_s = math.log(extra / (self.prior(n) - 1.0))
+            log_s = math.log(extra / prior_extra)
             w = self.weight(n, dearer=log_s > 0)
             total += w * log_s
             weights += w
