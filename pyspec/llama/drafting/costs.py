@@ -92,7 +92,7 @@ class BatchCosts:
         self._prior_ratios: Optional[dict] = None  # from the cost cache (validated)
         self.prior_source = "default"
         self._curve: Optional[np.ndarray] = None  # seconds for n = 0..max_n, rebuilt lazily
-        self._scale_now = 1.0  # _scale as of the last _build
+        self._scale_now = 1.0  # _scale as of the last _build (predict builds first)
 
     # ---- inputs -------------------------------------------------------------------------
     def observe(self, n: int, seconds: float) -> None:
@@ -187,10 +187,9 @@ class BatchCosts:
             weights += w
         return math.exp(min(total / (weights + SCALE_PSEUDO), 0.0))
 
-    def scaled_prior(self, n: int) -> float:
-        """The prior's shape with its extra cost over one token scaled as measured here."""
-        if self._curve is None:
-            self._curve = self._build()
+    def _scaled_prior(self, n: int) -> float:
+        """The prior's shape with its extra cost over one token scaled as measured here (the
+        scale of the last ``_build``)."""
         return 1.0 + self._scale_now * (self.prior(n) - 1.0)
 
     def _build(self) -> np.ndarray:
@@ -199,7 +198,7 @@ class BatchCosts:
             c1 = 1.0
         sizes = [n for n in sorted(self._passes) if n >= 2 and n <= self.max_n]
         self._scale_now = self._scale(c1, sizes)
-        shape = lambda n: 1.0 + self._scale_now * (self.prior(n) - 1.0)  # noqa: E731
+        shape = self._scaled_prior
         raw = [math.log(float(np.median(self._passes[n])) / (c1 * shape(n))) for n in sizes]
         logc = [self.weight(n, dearer=r > 0) * r for n, r in zip(sizes, raw)]
         ns = np.arange(self.max_n + 1)
@@ -214,7 +213,7 @@ class BatchCosts:
             self._curve = self._build()
         if n <= self.max_n:
             return float(self._curve[n])
-        return float(self._curve[-1] * self.scaled_prior(n) / self.scaled_prior(self.max_n))
+        return float(self._curve[-1] * self._scaled_prior(n) / self._scaled_prior(self.max_n))
 
     def measured_ratios(self, min_passes: int = 3) -> dict:
         """n -> median cost / c1 for sizes with at least ``min_passes`` passes (what the cost

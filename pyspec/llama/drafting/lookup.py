@@ -273,7 +273,7 @@ class PromptLookup(Drafter):
         if n is not None:
             out, kinds = out[:n], kinds[:n]
         following = cursor is not None and cursor is self._cursor
-        if cursor is not None and cursor is not self._cursor:  # a new source: follow it from here
+        if cursor is not None and not following:  # a new source: follow it from here
             self._cursor, self._run = cursor, run
         # A copy the output has followed for a while (or a long match) passes far more often
         # than a guess from a short match, and a source followed for a token or three more
