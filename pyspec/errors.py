@@ -82,6 +82,10 @@ class PyspecRuntimeError(PyspecError, RuntimeError):
     """What this machine or installation cannot do now; the message says how to fix it."""
 
 
+class LlamaNotInstalledError(PyspecRuntimeError):
+    """llama-cpp-python is not installed (``python3 -m pyspec install-llama`` installs it)."""
+
+
 class UnsafeLlamaBuildError(PyspecRuntimeError):
     """The installed llama-cpp-python would crash on this CPU (pyspec.llama.runtime.guard)."""
 

@@ -28,6 +28,14 @@ DEMO_PROMPT = (
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve"]:  # llama_cpp.server's many options: its own parser
+        from pyspec.errors import LlamaNotInstalledError
+        from pyspec.llama.runtime.guard import require_llama_cpp
+
+        try:
+            require_llama_cpp()  # pyspec.serve imports llama_cpp.server
+        except LlamaNotInstalledError as exc:
+            print(f"pyspec: error: {exc}", file=sys.stderr)
+            return 1
         from pyspec.serve import main as serve_main
 
         return serve_main(argv[1:])
@@ -91,11 +99,13 @@ def main(argv=None) -> int:
         from pyspec.tools.doctor import main as doctor_main
 
         return doctor_main()
-    from pyspec.llama.runtime.guard import UnsafeLlamaBuildError
+    from pyspec.errors import LlamaNotInstalledError, UnsafeLlamaBuildError
+    from pyspec.llama.runtime.guard import require_llama_cpp
 
     try:
+        require_llama_cpp()
         return _dispatch(parser, args)
-    except UnsafeLlamaBuildError as exc:
+    except (LlamaNotInstalledError, UnsafeLlamaBuildError) as exc:
         print(f"pyspec: error: {exc}", file=sys.stderr)
         return 1
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from pyspec.errors import UnsafeLlamaBuildError
+from pyspec.errors import LlamaNotInstalledError, UnsafeLlamaBuildError
 from pyspec.llama.runtime.build_info import (
     LLAMA_ISSUE,
     build_features,
@@ -47,7 +47,20 @@ def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) ->
     )
 
 
+def require_llama_cpp() -> None:
+    """Raises LlamaNotInstalledError, with the command that installs it, when
+    llama-cpp-python cannot be found (looked up without importing it)."""
+    from importlib.util import find_spec
+
+    if find_spec("llama_cpp") is None:
+        raise LlamaNotInstalledError(
+            "llama-cpp-python is not installed; `python3 -m pyspec install-llama` builds and "
+            "installs it for this CPU (about 10 minutes on 2 cores, once)"
+        )
+
+
 def system_info() -> str:
+    require_llama_cpp()
     import llama_cpp
 
     info = llama_cpp.llama_print_system_info()
