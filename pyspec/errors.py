@@ -10,6 +10,7 @@
     │   ├── VocabularyMismatchError  a draft model whose tokenizer is not the target's
     │   └── UsageError               the command line's arguments
     └── PyspecRuntimeError           what this machine or installation cannot do now
+        ├── LlamaNotInstalledError   llama-cpp-python is not installed yet
         ├── UnsafeLlamaBuildError    a llama-cpp-python build that would crash on this CPU
         ├── GraphSamplerUnavailable  the in-graph sampler cannot run here
         ├── CudaUnavailableError     no CUDA back end or no device

@@ -3,6 +3,7 @@
 import numpy as np
 
 from pyspec.llama.drafting.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
+from pyspec.llama.drafting.costs import default_prior
 
 
 def seed_costs(c, costs: dict) -> None:
@@ -94,7 +95,8 @@ def test_a_probe_that_passes_in_full_is_followed_by_a_longer_one():
 
 
 def test_after_a_rejection_drafts_restart_short_and_grow_back():
-    c = _controller(lambda n: 1.0 + 0.05 * (n - 1), acceptance=1.0)  # long drafts pay
+    # Batches exactly as dear as the default prior: the slow start's token limits hold as such.
+    c = _controller(default_prior, acceptance=1.0)  # long drafts still pay
     c.draft_max = 16
     for _ in range(WARMUP_PLAIN_ROUNDS):
         c.choose(16, draft_cost=0.0)
@@ -105,6 +107,24 @@ def test_after_a_rejection_drafts_restart_short_and_grow_back():
     assert c.choose(16, draft_cost=0.0) == 4
     c.record_acceptance(4, 4)
     assert c.choose(16, draft_cost=0.0) == 8
+
+
+def test_where_batches_are_cheap_the_slow_start_allows_the_priors_cost_not_its_tokens():
+    """The slow start bounds what a failed draft costs: after a rejection, the longest draft
+    whose extra cost over one token is at most what 2 drafts cost in the default prior."""
+    per_token = 0.2
+    c = _controller(lambda n: 1.0 + per_token * (n - 1), acceptance=1.0)
+    c.draft_max = 16
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(16, draft_cost=0.0)
+    assert c.choose(16, draft_cost=0.0) == 16
+    c.record_acceptance(16, 1)
+    allowed = default_prior(3) - 1.0  # 1.54 one-token passes
+    expected = max(k for k in range(2, 17) if per_token * k <= allowed + 1e-9)
+    assert expected == 7  # 7 drafts cost 1.4 passes more than one token; 8 would cost 1.6
+    assert c.choose(16, draft_cost=0.0) == expected
+    c.record_acceptance(expected, expected)  # passed in full: the limit doubles, to 14
+    assert c.choose(16, draft_cost=0.0) == 16  # 14 drafts' prior cost covers 16 here
 
 
 def _shadowed(batch_cost):
@@ -149,7 +169,7 @@ def test_plain_rounds_that_emit_the_draft_switch_speculation_on():
 
 
 def test_a_new_request_starts_from_the_last_one_as_a_weak_prior():
-    c = _shadowed(lambda n: 1.0 + 0.05 * (n - 1))  # long drafts pay
+    c = _shadowed(default_prior)  # long drafts pay, and a failed one costs what the prior says
     for _ in range(50):
         c.record_acceptance(16, 16, "copy")
     assert c.choose(16, "copy", draft_cost=0.0) == 16
