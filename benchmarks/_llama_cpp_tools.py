@@ -62,18 +62,12 @@ def _log(message: str) -> None:
 
 
 def _source(directory: Path, amx: bool) -> Path:
-    sdists = sorted(
-        (cache_root() / "llama-build" / f"sdist-{llama_build.LLAMA_CPP_PYTHON_VERSION}").glob(
-            "llama_cpp_python-*.tar.gz"
-        )
-    )
-    if not sdists:
-        llama_build._patched_source(directory / "scratch")  # downloads the sdist once
-        shutil.rmtree(directory / "scratch", ignore_errors=True)
-        return _source(directory, amx)
+    # The sdist install-llama keeps (an AMX build downloads it; a build from pip does not,
+    # so it is downloaded here the first time, into the same place).
+    sdist = llama_build.download_sdist(llama_build.sdist_dir(cache_root() / "llama-build"))
     src = directory / "src"
     shutil.rmtree(src, ignore_errors=True)
-    with tarfile.open(sdists[-1]) as tar:
+    with tarfile.open(sdist) as tar:
         tar.extractall(src, filter="data")
     tree = next(src.iterdir())
     if amx:

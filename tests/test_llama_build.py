@@ -207,3 +207,36 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     out = run_pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path)})
     assert out.returncode == 1
     assert "gemma3-270m" in out.stderr and "delete it to refetch" in out.stderr
+
+
+def test_the_sdist_is_kept_in_one_place_and_downloaded_only_when_missing(monkeypatch, tmp_path):
+    """install-llama's AMX builds and the C++ peer (benchmarks/_llama_cpp_tools.py) share one
+    sdist under the build cache; a kept one is used without pip. (The peer once looked for
+    the sdist where only install-llama's AMX path puts it and, on a CPU without AMX, called
+    itself again forever.)"""
+    import tarfile
+
+    from pyspec.tools import install_llama
+
+    calls = []
+    monkeypatch.setattr(
+        install_llama.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or _failed()
+    )
+    where = install_llama.sdist_dir(tmp_path / "llama-build")
+    assert where == tmp_path / "llama-build" / f"sdist-{install_llama.LLAMA_CPP_PYTHON_VERSION}"
+    with pytest.raises(install_llama.LlamaBuildError, match="could not download"):
+        install_llama.download_sdist(where)  # missing: pip is asked (and fails here)
+    assert len(calls) == 1 and "download" in calls[0] and str(where) in calls[0]
+
+    where.mkdir(parents=True)
+    kept = where / f"llama_cpp_python-{install_llama.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    with tarfile.open(kept, "w:gz"):
+        pass
+    assert install_llama.download_sdist(where) == kept
+    assert len(calls) == 1  # no second download
+
+
+def _failed():
+    import subprocess
+
+    return subprocess.CompletedProcess(args=[], returncode=1, stdout="", stderr="")

@@ -233,15 +233,15 @@ def installed_build() -> dict | None:
 _NINJA_STEP = re.compile(r"\[(\d+)/(\d+)\]")
 
 
-def _patched_source(out_dir: Path) -> Path:
-    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
-    import tarfile
+def sdist_dir(build_root: Path) -> Path:
+    """Where the llama-cpp-python sdist is kept: one download for every build of this
+    version under build_root (``~/.cache/pyspec/llama-build``)."""
+    return build_root / f"sdist-{LLAMA_CPP_PYTHON_VERSION}"
 
-    from pyspec.llama.runtime.amx_fix import apply_to_tree
 
-    # One download for every AMX build of this version (the fix's version changes the key).
-    sdist_dir = out_dir.parent / f"sdist-{LLAMA_CPP_PYTHON_VERSION}"
-    sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
+def download_sdist(directory: Path) -> Path:
+    """The llama-cpp-python sdist in directory, downloaded with pip the first time."""
+    sdists = sorted(directory.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         _log(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sources (76 MB)")
         cmd = [
@@ -254,22 +254,33 @@ def _patched_source(out_dir: Path) -> Path:
             ":all:",
             "--no-build-isolation",
             "-d",
-            str(sdist_dir),
+            str(directory),
             f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
         ]
         if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
             raise LlamaBuildError(
                 f"could not download the llama-cpp-python sources: {' '.join(cmd)}"
             )
-        sdists = sorted(sdist_dir.glob("llama_cpp_python-*.tar.gz"))
+        sdists = sorted(directory.glob("llama_cpp_python-*.tar.gz"))
         if not sdists:
-            raise LlamaBuildError(f"pip download left no sdist in {sdist_dir}")
+            raise LlamaBuildError(f"pip download left no sdist in {directory}")
+    return sdists[-1]
+
+
+def _patched_source(out_dir: Path) -> Path:
+    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
+    import tarfile
+
+    from pyspec.llama.runtime.amx_fix import apply_to_tree
+
+    # One download for every AMX build of this version (the fix's version changes the key).
+    sdist = download_sdist(sdist_dir(out_dir.parent))
     src = out_dir / "src"
     if src.exists():
         import shutil
 
         shutil.rmtree(src)
-    with tarfile.open(sdists[-1]) as tar:
+    with tarfile.open(sdist) as tar:
         tar.extractall(src, filter="data")
     tree = next(src.iterdir())
     patched = apply_to_tree(tree)
