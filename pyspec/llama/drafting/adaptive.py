@@ -124,6 +124,9 @@ class DraftLengthController:
         # round that passes in full. A copy the output has just left (sampled text wanders
         # off its source at random) is not trusted with 16 drafts at once again.
         self._limit: dict = {}  # bucket -> largest draft length for now
+        # The limit read as the extra cost its drafts have in the default prior (False: as
+        # a token count, the rule before; kept for the replayed comparison of the two).
+        self.slow_start_in_cost = True
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
@@ -465,6 +468,8 @@ class DraftLengthController:
         limit = self._limit.get(bucket)
         if limit is None or limit >= hi:
             return hi
+        if not self.slow_start_in_cost:
+            return limit
         one = self.predicted_target(1)
         allowed = one * (default_prior(limit + 1) - 1.0)
         longest = limit
