@@ -69,6 +69,11 @@ SUITES = {
         55.0,
         "lookup before/after against llama.cpp's C++ draftless modes, chats + code edits",
     ),
+    "slow-start": (
+        ["bench_slow_start.py", "-s"],
+        2.0,
+        "the slow start in tokens against in cost, replayed on the chats and code edits",
+    ),
     "draft-peer": (
         ["bench_draft_peer.py"],
         12.0,
