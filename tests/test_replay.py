@@ -121,3 +121,25 @@ def test_the_replay_feeds_the_controller_the_loops_round_records():
     assert sum(r.accepted for r in seen) == result.accepted
     assert sum(r.emitted for r in seen) == len(output) - 1  # the first token is the prompt's
     assert any(r.shadow_match is not None for r in seen)  # plain rounds were shadowed
+
+
+def test_a_row_of_requests_can_share_the_drafter_and_its_memory():
+    """``drafter=``: the loop's PromptLookup lives across requests; with a memory, a replayed
+    request is stored at its end and searched by the next, as SpeculativeLlama does."""
+    from pyspec.llama.drafting.lookup import PromptLookup
+    from pyspec.llama.drafting.request_memory import RequestMemory
+
+    g = GENERATIONS["qwen-free-greedy"]  # free text: its own tokens rarely repeat
+    costs = COSTS[g["model"]]
+    drafter = PromptLookup()
+    drafter.use_memory(RequestMemory())
+    first = replay_lookup(g["prompt"], g["output"], costs, drafter=drafter)
+    assert len(drafter.memory) >= len(g["prompt"]) + len(g["output"])  # stored at its end
+    again = replay_lookup(
+        g["prompt"], g["output"], costs, controller=first.controller, drafter=drafter
+    )
+    assert drafter.memory_hits > 0  # the second time, the memory drafts the answer
+    assert again.accepted > first.accepted
+    # without the shared drafter the second request knows nothing of the first
+    alone = replay_lookup(g["prompt"], g["output"], costs, controller=first.controller)
+    assert alone.accepted < again.accepted

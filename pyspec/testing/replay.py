@@ -61,6 +61,7 @@ def replay_lookup(
     controller: DraftLengthController = None,
     timing: Optional[Callable[[int, int], float]] = None,
     cost_prior: Optional[dict] = None,
+    drafter: Optional[PromptLookup] = None,
 ) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
@@ -75,10 +76,15 @@ def replay_lookup(
     a replay of an earlier request returned (``ReplayResult.controller``), to replay requests
     in a row as one ``Llama`` serves them: what was learned on one is the starting point of
     the next; it brings its own draft_max and shadowing. ``cost_prior``: a batch-cost shape
-    (n -> cost(n) / cost(1)) to start from, as the loop does from its cost cache."""
+    (n -> cost(n) / cost(1)) to start from, as the loop does from its cost cache.
+    ``drafter``: a PromptLookup to reuse across the requests of a row, as the loop does (with
+    ``use_memory``, the memory of earlier requests is searched and each replayed request is
+    stored in it at its end); a fresh one otherwise."""
     if not output:
         raise ValueError("replay needs at least one output token")
-    drafter = PromptLookup()
+    if drafter is None:
+        drafter = PromptLookup()
+    drafter.start_request()
     if controller is None:
         watch = dataclasses.replace(FREE_DRAFTER, shadowed=shadowed)
         controller = DraftLengthController(0, draft_max, watch=watch)
@@ -123,6 +129,7 @@ def replay_lookup(
         controller.observe(r)
         stats.add_round(r)
         i += r.emitted
+    drafter.end_request(list(prompt) + list(output))
     speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
     return ReplayResult(
         speedup, stats.plain_steps, stats.verify_steps, stats.drafted, stats.accepted, controller
