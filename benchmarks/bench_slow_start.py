@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from bench_draftless import THREADS, render_chat
-from bench_tree_outlook import _greedy_outputs
+from bench_draftless import THREADS
+from bench_tree_outlook import recorded_workloads
 
 N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,21 +71,7 @@ def _geo(values) -> float:
 
 
 def bench_slow_start(benchmark):
-    import llama_cpp
-    from _code_edits import requests as code_requests
-    from _sharegpt import chat_requests
-
-    from pyspec.testing.models import ensure_model
-
-    target = str(ensure_model("qwen2.5-coder-1.5b"))
-    llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
-    workloads = [("chat", r["messages"]) for r in chat_requests(llm, N_CHATS)]
-    workloads += [("code edits", messages) for _, messages in code_requests()]
-    prompts = [
-        llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
-    ]
-    outputs = _greedy_outputs(llm, prompts)
-    llm.close()
+    workloads, prompts, outputs = recorded_workloads(N_CHATS)
     by_workload: dict = {}
     for (workload, _), prompt, output in zip(workloads, prompts, outputs):
         if len(output) >= 2:  # a request that ended at once has nothing to replay

@@ -171,7 +171,9 @@ def batch_costs() -> dict:
     return {int(n): v / build["1"] for n, v in build.items() if n.isdigit()}
 
 
-def bench_tree_outlook(benchmark):
+def recorded_workloads(n_chats: int):
+    """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, their prompt
+    tokens, and their greedy outputs (decoded once, cached)."""
     import llama_cpp
     from _code_edits import requests as code_requests
     from _sharegpt import chat_requests
@@ -180,13 +182,18 @@ def bench_tree_outlook(benchmark):
 
     target = str(ensure_model("qwen2.5-coder-1.5b"))
     llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
-    workloads = [("chat", r["messages"]) for r in chat_requests(llm, N_CHATS)]
+    workloads = [("chat", r["messages"]) for r in chat_requests(llm, n_chats)]
     workloads += [("code edits", messages) for _, messages in code_requests()]
     prompts = [
         llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
     ]
     outputs = _greedy_outputs(llm, prompts)
     llm.close()
+    return workloads, prompts, outputs
+
+
+def bench_tree_outlook(benchmark):
+    workloads, prompts, outputs = recorded_workloads(N_CHATS)
     costs = batch_costs()
 
     def run_all():
