@@ -1,16 +1,19 @@
-"""The slow start read in cost against the slow start in tokens, replayed on real workloads.
+"""The slow start's rules, replayed on real workloads.
 
 After a rejection (and at a new request) a bucket's drafts are limited to a few tokens,
 doubling with every round that passes in full (``DraftLengthController._limit``). Read as a
 token count, that limit was chosen where batches cost what the default prior says; read in
 cost (``slow_start_in_cost``, the default), it allows the longest draft whose extra cost over
 one token is what the limit's drafts cost in the prior: the same draft where batches are
-that dear, a longer one where they are cheap.
+that dear, a longer one where they are cheap. A new request starts each bucket at 2, or
+(``learn_request_start``, the default) where the bucket's first drafts of the last requests
+left it: twice as long after each request whose first draft passed in full.
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
 as bench_tree_outlook caches them), ``pyspec.testing.replay`` replays the loop with each rule
-(requests in a row on one controller, as one Llama serves them), in three batch curves: the
+(all requests in a row, as bench_draftless serves them: one controller, one PromptLookup
+with its memory of earlier requests), in three batch curves: the
 Xeon AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, and this
 build's own when ``docs/results/batch-curve.json`` holds one measured here (``python
 benchmarks/bench_slow_start.py --measure``). Cost units, so the figures do not depend on
@@ -50,19 +53,32 @@ def curves() -> dict:
     return out
 
 
-def replay_in_row(requests: list, costs: dict, in_cost: bool) -> list:
-    """Speedups over plain of each request, replayed in a row on one controller."""
+RULES = {  # name -> (slow start read in cost, its start learned across requests)
+    "tokens": (False, False),
+    "cost": (True, False),
+    "cost, learned start": (True, True),
+}
+
+
+def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
+    """Each workload's speedups over plain, replaying ``requests`` ((workload, prompt,
+    output), in bench_draftless's order) in one row, as one SpeculativeLlama serves them:
+    one controller, one PromptLookup with its memory of earlier requests."""
     import dataclasses
 
     from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
+    from pyspec.llama.drafting.lookup import PromptLookup
+    from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
     controller = DraftLengthController(0, 16, watch=dataclasses.replace(FREE_DRAFTER))
-    controller.slow_start_in_cost = in_cost
-    speedups = []
-    for prompt, output in requests:
-        result = replay_lookup(prompt, output, costs, controller=controller)
-        speedups.append(result.speedup)
+    controller.slow_start_in_cost, controller.learn_request_start = RULES[rule]
+    drafter = PromptLookup()
+    drafter.use_memory(RequestMemory())
+    speedups: dict = {}
+    for workload, prompt, output in requests:
+        result = replay_lookup(prompt, output, costs, controller=controller, drafter=drafter)
+        speedups.setdefault(workload, []).append(result.speedup)
     return speedups
 
 
@@ -72,30 +88,28 @@ def _geo(values) -> float:
 
 def bench_slow_start(benchmark):
     workloads, prompts, outputs = recorded_workloads(N_CHATS)
-    by_workload: dict = {}
-    for (workload, _), prompt, output in zip(workloads, prompts, outputs):
-        if len(output) >= 2:  # a request that ended at once has nothing to replay
-            by_workload.setdefault(workload, []).append((prompt, output))
+    requests = [
+        (workload, prompt, output)
+        for (workload, _), prompt, output in zip(workloads, prompts, outputs)
+        if len(output) >= 2  # a request that ended at once has nothing to replay
+    ]
+    counts = {w: sum(1 for r in requests if r[0] == w) for w, _, _ in requests}
 
     def run_all():
-        return {
-            curve: {
-                workload: {
-                    rule: _geo(replay_in_row(requests, costs, rule == "cost"))
-                    for rule in ("tokens", "cost")
-                }
-                for workload, requests in by_workload.items()
-            }
-            for curve, costs in curves().items()
-        }
+        table: dict = {}
+        for curve, costs in curves().items():
+            for rule in RULES:
+                for workload, s in replay_in_row(requests, costs, rule).items():
+                    table.setdefault(curve, {}).setdefault(workload, {})[rule] = _geo(s)
+        return table
 
     table = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    benchmark.extra_info.update(requests={w: len(r) for w, r in by_workload.items()}, speedup=table)
+    benchmark.extra_info.update(requests=counts, speedup=table)
     for curve, rows in table.items():
         for workload, s in rows.items():
             print(
-                f"\n{curve}, {workload} ({len(by_workload[workload])}): slow start in tokens "
-                f"{s['tokens']:.3f}x plain, in cost {s['cost']:.3f}x",
+                f"\n{curve}, {workload} ({counts[workload]}): "
+                + ", ".join(f"slow start {rule} {v:.3f}x" for rule, v in s.items()),
                 flush=True,
             )
 

@@ -170,6 +170,7 @@ def test_plain_rounds_that_emit_the_draft_switch_speculation_on():
 
 def test_a_new_request_starts_from_the_last_one_as_a_weak_prior():
     c = _shadowed(default_prior)  # long drafts pay, and a failed one costs what the prior says
+    c.record_acceptance(16, 3, "copy")  # the request's first copy soon left its source
     for _ in range(50):
         c.record_acceptance(16, 16, "copy")
     assert c.choose(16, "copy", draft_cost=0.0) == 16
@@ -180,6 +181,38 @@ def test_a_new_request_starts_from_the_last_one_as_a_weak_prior():
     assert c.choose(16, "copy", draft_cost=0.0) == 2  # and drafts restart short
     c.record_acceptance(2, 0, "copy")  # one failure on the new text now counts
     assert c.acceptance("copy") < after - 0.1
+
+
+def test_a_bucket_whose_first_drafts_keep_passing_starts_each_new_request_longer():
+    """Successive edits of one file: the copy passes from each request's first draft on, so
+    the slow start a new request begins with doubles, request after request, up to the
+    longest draft; a request whose first draft is rejected sets it back to 2. (Cheap
+    batches, so the choice is the slow start's limit, read in tokens here.)"""
+    c = _shadowed(lambda n: 1.0 + 0.01 * (n - 1))
+    c.slow_start_in_cost = False
+    c.record_shadow(True, "copy")  # the request's first check of a copy: it passed
+    for _ in range(20):
+        c.record_acceptance(16, 16, "copy")
+    starts = []
+    for _ in range(3):
+        c.new_request()
+        k = c.choose(16, "copy", draft_cost=0.0)
+        starts.append(k)
+        c.record_acceptance(k, k, "copy")  # the first draft passes in full
+        for _ in range(5):
+            c.record_acceptance(16, 16, "copy")
+    assert starts == [4, 8, 16]
+    c.new_request()
+    c.record_acceptance(16, 1, "copy")  # this text left the copy at once ...
+    for _ in range(5):
+        c.record_acceptance(16, 16, "copy")
+    c.new_request()
+    assert c.choose(16, "copy", draft_cost=0.0) == 2  # ... so the next one starts short again
+    c.learn_request_start = False  # the rule before: every request starts at 2
+    for _ in range(5):
+        c.record_acceptance(16, 16, "copy")
+    c.new_request()
+    assert c.choose(16, "copy", draft_cost=0.0) == 2
 
 
 def test_decisions_use_a_pessimistic_acceptance_estimate():

@@ -124,6 +124,15 @@ class DraftLengthController:
         # round that passes in full. A copy the output has just left (sampled text wanders
         # off its source at random) is not trusted with 16 drafts at once again.
         self._limit: dict = {}  # bucket -> largest draft length for now
+        # Where a bucket's slow start begins in a new request, learned across requests from
+        # its first checked draft in each (a plain round's shadow check included): passed in
+        # full, the next request starts twice as long; rejected, at 2 again. A drafter whose
+        # copies keep passing from a request's first tokens (successive edits of one file)
+        # stops paying the ramp 2, 4, 8, 16 in every request; one whose new texts leave it
+        # at once keeps it. (False: every request starts at 2, the rule before.)
+        self.learn_request_start = True
+        self._request_start: dict = {}  # bucket -> limit a new request starts it at
+        self._checked: set = set()  # buckets whose first draft of this request was checked
         # The limit read as the extra cost its drafts have in the default prior (False: as
         # a token count, the rule before; kept for the replayed comparison of the two).
         self.slow_start_in_cost = True
@@ -280,6 +289,12 @@ class DraftLengthController:
         """`bucket` separates contexts whose acceptance differs (a lookup's match length)."""
         if n_drafted == 0:
             return
+        if bucket not in self._checked and bucket not in self._probing:
+            self._checked.add(bucket)  # (a probe is not a draft the bucket chose)
+            start = self._request_start.get(bucket, 2)
+            self._request_start[bucket] = (
+                min(2 * max(start, n_drafted), self.draft_max) if n_accepted == n_drafted else 2
+            )
         if n_accepted < n_drafted:
             self._limit[bucket] = max(2, 2 * n_accepted)
         elif bucket in self._limit:
@@ -319,14 +334,17 @@ class DraftLengthController:
         (how much of a text a drafter guesses depends on the text: a request that copies is
         often followed by one that writes something new). Each bucket's counts are scaled
         down to `weight` observations, keeping their ratio, and its drafts restart short (the
-        slow-start limit of 2), so the new text's first rejections count at once; measured
-        costs are kept."""
+        slow-start limit where the bucket's first draft of the last requests left it: 2 after
+        a rejection), so the new text's first rejections count at once; measured costs are
+        kept."""
         for counts in [*self._counts.values(), *self._kind_counts.values()]:
             total = counts[0] + counts[1]
             if total > weight:
                 counts[0] *= weight / total
                 counts[1] *= weight / total
-        self._limit = {bucket: 2 for bucket in self._counts}
+        starts = self._request_start if self.learn_request_start else {}
+        self._limit = {bucket: starts.get(bucket, 2) for bucket in self._counts}
+        self._checked = set()
 
     def record_shadow(self, matched: bool, bucket=None) -> None:
         """A plain round's free draft, checked against the token the round emitted: `matched`
