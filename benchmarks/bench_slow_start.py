@@ -7,7 +7,9 @@ cost (``slow_start_in_cost``, the default), it allows the longest draft whose ex
 one token is what the limit's drafts cost in the prior: the same draft where batches are
 that dear, a longer one where they are cheap. A new request starts each bucket at 2, or
 (``learn_request_start``, the default) where the bucket's first drafts of the last requests
-left it: twice as long after each request whose first draft passed in full.
+left it: twice as long after each request whose first draft passed in full; and a bucket
+whose learned start reached 16 may draft up to draft_max (32), the others up to 16
+(``adaptive.UNPROVEN_DRAFT_MAX``).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
@@ -53,10 +55,11 @@ def curves() -> dict:
     return out
 
 
-RULES = {  # name -> (slow start read in cost, its start learned across requests)
-    "tokens": (False, False),
-    "cost": (True, False),
-    "cost, learned start": (True, True),
+RULES = {  # name -> (slow start read in cost, its start learned across requests, draft_max)
+    "tokens": (False, False, 16),
+    "cost": (True, False, 16),
+    "cost, learned start": (True, True, 16),
+    "and up to 32 once proven": (True, True, 32),
 }
 
 
@@ -71,8 +74,9 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
-    controller = DraftLengthController(0, 16, watch=dataclasses.replace(FREE_DRAFTER))
-    controller.slow_start_in_cost, controller.learn_request_start = RULES[rule]
+    in_cost, learned, draft_max = RULES[rule]
+    controller = DraftLengthController(0, draft_max, watch=dataclasses.replace(FREE_DRAFTER))
+    controller.slow_start_in_cost, controller.learn_request_start = in_cost, learned
     drafter = PromptLookup()
     drafter.use_memory(RequestMemory())
     speedups: dict = {}
@@ -130,6 +134,8 @@ def measure_curve() -> None:
             str(THREADS),
             "--reps",
             "9",
+            "--sizes",
+            "1,2,3,5,9,17,33",  # 33: a draft of 32 (draft_max)
         ]
     )
     ms = probe["ms_per_batch"]

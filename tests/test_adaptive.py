@@ -264,3 +264,38 @@ def test_per_token_kinds_cut_a_draft_where_its_source_stops_agreeing():
     before = c.kind_acceptance("fresh", "copy")
     c.observe(Round(bucket="copy", target_seconds=1.0, shadow_match=True, token_kinds=("fresh",)))
     assert c.kind_acceptance("fresh", "copy") > before
+
+
+def test_drafts_beyond_16_only_from_a_bucket_proven_across_requests():
+    """A copy that passes from the first draft of request after request (edits of one file)
+    earns drafts up to draft_max (32); until then, and for a bucket whose first draft of a
+    request failed, drafts stop at UNPROVEN_DRAFT_MAX (16), however cheap the batch."""
+    c = DraftLengthController(0, 32, watch=WatchPolicy(shadowed=True))
+    seed_costs(c, {n: 1.0 + 0.01 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)})
+    c.slow_start_in_cost = False  # the limits as token counts: what this test states
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(32, "copy", draft_cost=0.0)
+    c.record_shadow(True, "copy")  # the first request's first check of the copy passed
+    for _ in range(30):
+        c.record_acceptance(16, 16, "copy")  # and the copy went on
+    c.new_request()
+    firsts, longest = [], []
+    for _ in range(5):
+        k = c.choose(32, "copy", draft_cost=0.0)
+        firsts.append(k)
+        c.record_acceptance(k, k, "copy")
+        lengths = []
+        for _ in range(6):  # the rest of the request: the copy keeps passing
+            lengths.append(c.choose(32, "copy", draft_cost=0.0))
+            c.record_acceptance(lengths[-1], lengths[-1], "copy")
+        longest.append(max(lengths))
+        c.new_request()
+    assert firsts[:3] == [4, 8, 16], firsts  # each request starts twice as long as the last
+    assert longest[0] == 16, longest  # capped at 16 until a first draft earns a start of 16
+    assert min(longest[1:]) > 16, longest  # then longer (as long as the acceptance says)
+    c.record_acceptance(32, 3, "copy")  # a request whose first draft fails ...
+    c.new_request()
+    for _ in range(8):
+        k = c.choose(32, "copy", draft_cost=0.0)
+        c.record_acceptance(k, k, "copy")
+    assert c.choose(32, "copy", draft_cost=0.0) == 16  # ... leaves the copy unproven again

@@ -254,7 +254,9 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
     of two, free first: ``["lookup", "draft.gguf"]`` drafts with lookup and, where lookup
     has nothing worth verifying, with the draft model (one cost model decides both).
     ``draft_max``/``draft_min`` bound the draft length, chosen per round by a cost model
-    unless ``adaptive=False``; ``draft_p_min`` stops a draft model's draft when its top
+    unless ``adaptive=False`` (drafts beyond 16 only from a kind of draft that passed in full
+    from the first round of several requests in a row, such as edits of one file);
+    ``draft_p_min`` stops a draft model's draft when its top
     token's probability falls below it. ``sampling``: ``"graph"`` samples the verify rows
     inside llama.cpp's graph (point-mass drafts or greedy; no grammar, logits processors,
     logprobs or stopping_criteria: such a request raises ``InvalidRequestError``); ``"host"``
@@ -276,7 +278,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         model_path: str,
         *,
         draft=None,
-        draft_max: int = 16,
+        draft_max: int = 32,
         draft_min: int = 0,
         draft_p_min: float = 0.0,
         adaptive: bool = True,

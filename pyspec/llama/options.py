@@ -65,7 +65,7 @@ class SpeculationOptions:
     """How one model decodes speculatively: SpeculativeLlama's keywords (its docstring says
     what each does), checked when made, so a bad one is refused before a model loads."""
 
-    draft_max: int = 16
+    draft_max: int = 32
     draft_min: int = 0
     draft_p_min: float = 0.0
     adaptive: bool = True

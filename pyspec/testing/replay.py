@@ -56,7 +56,7 @@ def replay_lookup(
     output: list,
     costs: dict,
     *,
-    draft_max: int = 16,
+    draft_max: int = 32,
     shadowed: bool = True,
     controller: DraftLengthController = None,
     timing: Optional[Callable[[int, int], float]] = None,

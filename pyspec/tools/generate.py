@@ -45,7 +45,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--min-p", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draft-max", type=int, default=16)
+    p.add_argument("--draft-max", type=int, default=32)
     p.add_argument("--draft-min", type=int, default=0)
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
