@@ -54,10 +54,14 @@ class Run:
 
 
 def machine(data: dict) -> str:
-    """'AMD EPYC, 2 CPUs, AVX2, no AVX-512': the SIMD level decides verify's speed, and the
-    brand alone does not say it."""
+    """'AMD EPYC (family 25, model 17), 2 CPUs, AVX-512': the SIMD level decides verify's
+    speed, and the brand alone does not say it; nor which generation a virtual machine's
+    bare 'AMD EPYC' is (family 25 and 26 batch the same model at different costs)."""
     cpu = data.get("machine_info", {}).get("cpu", {})
-    text = f"{cpu.get('brand_raw', 'an unknown CPU')}, {cpu.get('count', '?')} CPUs"
+    brand = cpu.get("brand_raw", "an unknown CPU")
+    if "family" in cpu and "model" in cpu:
+        brand += f" (family {cpu['family']}, model {cpu['model']})"
+    text = f"{brand}, {cpu.get('count', '?')} CPUs"
     flags = set(cpu.get("flags", ()))
     if "avx512f" in flags:
         text += ", AVX-512" + (", AMX" if {"amx_tile", "amx_int8"} <= flags else "")

@@ -120,7 +120,13 @@ def test_sections_come_from_the_json_with_date_and_machine(tmp_path):
                 "datetime": "2031-01-02T03:04:05+00:00",
                 "other_processes_load": 0.02,
                 "machine_info": {
-                    "cpu": {"brand_raw": "Test CPU", "count": 8, "flags": ["avx2", "avx512f"]}
+                    "cpu": {
+                        "brand_raw": "Test CPU",
+                        "count": 8,
+                        "flags": ["avx2", "avx512f"],
+                        "family": 25,  # a bare brand (a VM's 'AMD EPYC') needs its generation
+                        "model": 17,
+                    }
                 },
                 "benchmarks": [
                     {
@@ -151,7 +157,10 @@ def test_sections_come_from_the_json_with_date_and_machine(tmp_path):
     assert (
         "old 1.93x" not in text and text.startswith("intro\n") and text.endswith("end -->\nafter\n")
     )
-    assert "Measured 2031-01-02 on Test CPU, 8 CPUs, AVX-512; other processes kept 2%" in text
+    assert (
+        "Measured 2031-01-02 on Test CPU (family 25, model 17), 8 CPUs, AVX-512; "
+        "other processes kept 2%"
+    ) in text
     assert "| completion, repeated file | 20.0 tok/s | 40.0 tok/s | 2.00x (1.50-2.50) |" in text
     assert "| 1.50x (1.25-1.75) |" in text
     assert subprocess.run(script + ["--results", str(tmp_path / "none")]).returncode == 0

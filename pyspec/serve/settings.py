@@ -29,7 +29,11 @@ class SpeculativeModelSettings(ModelSettings):
         "decoding through the same loop).",
     )
     draft_max: int = Field(
-        default=16, ge=0, le=MAX_DRAFT, description="Most draft tokens per round."
+        default=32,
+        ge=0,
+        le=MAX_DRAFT,
+        description="Most draft tokens per round (beyond 16 only where drafts keep passing "
+        "in full from the first round of several requests in a row).",
     )
     draft_min: int = Field(
         default=0, ge=0, le=MAX_DRAFT, description="Fewest draft tokens per round."
