@@ -48,7 +48,7 @@ def test_config_file_with_a_drafter_per_model(tmp_path):
     assert server.port == 9100 and server.interrupt_requests is False
     assert [(m.model_alias, m.draft, m.draft_max, m.adaptive) for m in models] == [
         ("coder", str(b), 6, True),
-        ("small", "lookup", 16, False),
+        ("small", "lookup", 32, False),  # the default
     ]
 
 
