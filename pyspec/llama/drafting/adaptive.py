@@ -52,10 +52,11 @@ MIN_ROUNDS_FOR_GAIN = 20  # speculative rounds before their gain is recorded for
 PESSIMISM = 0.5
 # Drafts longer than this only from a bucket proven across requests: its first draft passed
 # in full request after request until its learned start (``learn_request_start``) reached
-# this length. Successive edits of one file copy it verbatim, and there a draft of 32 costs
-# far less per token than two of 16 (Zen 4: 33 tokens 12.5x one, 17 tokens 7.9x); a chat's
-# copies end unpredictably (of its copies that pass 16 drafts, a third do not pass 32), and
-# a failed draft of 32 costs what two rounds gain. Replayed in docs/drafting.md.
+# this length. Successive edits of one file copy it verbatim, and there one draft of 32
+# costs far less than two of 16 (Zen 4 EPYC: a batch of 33 tokens 12.5-14.4x one token, of
+# 17 tokens 7.9-9.3x); a chat's copies end unpredictably (of its copies that pass 16
+# drafts, a third fail before 32), and drafts of 32 from every bucket lost the chats 1-3%
+# in the replay. Replayed in docs/drafting.md.
 UNPROVEN_DRAFT_MAX = 16
 
 
