@@ -72,7 +72,7 @@ SUITES = {
     "slow-start": (
         ["bench_slow_start.py", "-s"],
         2.0,
-        "the slow start in tokens against in cost, replayed on the chats and code edits",
+        "the slow start's rules (tokens, cost, learned start, drafts of 32 once proven), replayed",
     ),
     "draft-peer": (
         ["bench_draft_peer.py"],
