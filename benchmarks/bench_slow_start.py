@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,7 @@ def bench_slow_start(benchmark):
         for (workload, _), prompt, output in zip(workloads, prompts, outputs)
         if len(output) >= 2  # a request that ended at once has nothing to replay
     ]
-    counts = {w: sum(1 for r in requests if r[0] == w) for w, _, _ in requests}
+    counts = Counter(workload for workload, _, _ in requests)
 
     def run_all():
         table: dict = {}
@@ -108,7 +109,7 @@ def bench_slow_start(benchmark):
         return table
 
     table = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    benchmark.extra_info.update(requests=counts, speedup=table)
+    benchmark.extra_info.update(requests=dict(counts), speedup=table)
     for curve, rows in table.items():
         for workload, s in rows.items():
             print(

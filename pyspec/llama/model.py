@@ -29,6 +29,7 @@ from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
 from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import context_outputs_per_seq
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.loop import Speculation
 from pyspec.llama.options import SpeculationOptions, check_llama_threads
 from pyspec.llama.request import CompletionOptions, asking, current_options
@@ -278,7 +279,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         model_path: str,
         *,
         draft=None,
-        draft_max: int = 32,
+        draft_max: int = DEFAULT_DRAFT_MAX,
         draft_min: int = 0,
         draft_p_min: float = 0.0,
         adaptive: bool = True,

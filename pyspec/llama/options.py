@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pyspec._native.abi import MAX_DRAFT
 from pyspec.errors import InvalidInputError
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS
 from pyspec.verifier import check_threads
 
@@ -65,7 +66,7 @@ class SpeculationOptions:
     """How one model decodes speculatively: SpeculativeLlama's keywords (its docstring says
     what each does), checked when made, so a bad one is refused before a model loads."""
 
-    draft_max: int = 32
+    draft_max: int = DEFAULT_DRAFT_MAX
     draft_min: int = 0
     draft_p_min: float = 0.0
     adaptive: bool = True

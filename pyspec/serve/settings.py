@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 
 from pyspec._native.abi import MAX_DRAFT
 from pyspec.errors import InvalidInputError
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 
 
 class SpeculativeModelSettings(ModelSettings):
@@ -29,7 +30,7 @@ class SpeculativeModelSettings(ModelSettings):
         "decoding through the same loop).",
     )
     draft_max: int = Field(
-        default=32,
+        default=DEFAULT_DRAFT_MAX,
         ge=0,
         le=MAX_DRAFT,
         description="Most draft tokens per round (beyond 16 only where drafts keep passing "

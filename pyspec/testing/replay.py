@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX, FREE_DRAFTER, DraftLengthController
 from pyspec.llama.drafting.lookup import PromptLookup
 from pyspec.llama.rounds import Round
 from pyspec.llama.stats import SpeculationStats
@@ -56,7 +56,7 @@ def replay_lookup(
     output: list,
     costs: dict,
     *,
-    draft_max: int = 32,
+    draft_max: int = DEFAULT_DRAFT_MAX,
     shadowed: bool = True,
     controller: DraftLengthController = None,
     timing: Optional[Callable[[int, int], float]] = None,

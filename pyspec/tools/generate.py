@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from pyspec.errors import UsageError
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.options import SAMPLING_MODES
 
 # Markers of a prompt that already carries a chat template: it is passed through unchanged.
@@ -45,7 +46,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--min-p", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draft-max", type=int, default=32)
+    p.add_argument("--draft-max", type=int, default=DEFAULT_DRAFT_MAX)
     p.add_argument("--draft-min", type=int, default=0)
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")

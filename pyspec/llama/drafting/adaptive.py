@@ -58,6 +58,7 @@ PESSIMISM = 0.5
 # drafts, a third fail before 32), and drafts of 32 from every bucket lost the chats 1-3%
 # in the replay. Replayed in docs/drafting.md.
 UNPROVEN_DRAFT_MAX = 16
+DEFAULT_DRAFT_MAX = 32  # SpeculativeLlama's, pyspec generate's and serve's default
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class DraftLengthController:
     def __init__(
         self,
         draft_min: int = 1,
-        draft_max: int = 32,
+        draft_max: int = DEFAULT_DRAFT_MAX,
         *,
         ema: float = 0.15,
         prior_acceptance: float = 0.6,
