@@ -59,6 +59,13 @@ def bench_draft_model_peer(benchmark, monkeypatch):
         s["pyspec_over_cpp"] = _geo(
             [r["lookup + draft model"]["rate"] / r["c++ draft-simple"]["rate"] for r in mine]
         )
+        s["pyspec_over_cpp_same_tokens"] = _geo(
+            [
+                r["lookup + draft model"]["rate_at_cpp"]["c++ draft-simple"]
+                / r["c++ draft-simple"]["rate"]
+                for r in mine
+            ]
+        )
         s["costly_steps"] = sum(r["lookup + draft model"]["costly_steps"] for r in mine)
     python_modes["lookup + draft model"].close()
     plain.close()

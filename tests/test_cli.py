@@ -197,3 +197,22 @@ def test_generate_sampling_choices(gemma_path):
     assert "loading" not in refused.stderr  # refused before the model loads
     bad = run_pyspec("generate", "-m", gemma_path, "-n", "4", "--sampling", "gpu")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path, tmp_path):
+    cache = {"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"}
+    args = ("generate", "-m", gemma_path, "--lookup", "-n", "8", "--temp", "0", "-p", "Hi.")
+    first = run_pyspec(*args, "--draft-max", "8", env=cache)
+    assert first.returncode == 0, first.stderr
+    assert "measuring this model's batch costs at every draft length up to 8" in first.stderr
+    assert "sweep 2/2 over batch sizes 1-9" in first.stderr and "calibrated" in first.stderr
+    record = json.loads(next((tmp_path / "costs").glob("*.json")).read_text())
+    assert record["calibrated"] is True and sorted(map(int, record["ratios"]))[:8] == list(
+        range(2, 10)
+    )
+    again = run_pyspec(*args, "--draft-max", "8", env=cache)
+    assert again.returncode == 0 and "measuring" not in again.stderr
+    skipped = run_pyspec(*args, "--draft-max", "12", "--no-calibrate", env=cache)
+    assert skipped.returncode == 0 and "measuring" not in skipped.stderr
+    off = run_pyspec(*args, env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "off"})
+    assert "not calibrating the batch costs: the cost cache is off" in off.stderr

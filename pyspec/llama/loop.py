@@ -27,15 +27,19 @@ from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import model_output_on_gpu
 from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
 from pyspec.llama.drafting.base import Draft
+from pyspec.llama.drafting.calibration import PASSES as CALIBRATION_PASSES
+from pyspec.llama.drafting.calibration import TEXT as CALIBRATION_TEXT
+from pyspec.llama.drafting.calibration import measure_shape
 from pyspec.llama.drafting.choice import size_ratio
 from pyspec.llama.drafting.cost_cache import (
     cost_cache_file,
     drafter_cache_file,
     load_drafter_record,
-    load_ratios,
+    load_shape,
     save_drafter_record,
     save_ratios,
 )
+from pyspec.llama.drafting.costs import validate_ratios
 from pyspec.llama.drafting.draft_model import DraftModel
 from pyspec.llama.drafting.factory import make_drafter
 from pyspec.llama.drafting.lookup import PromptLookup
@@ -140,12 +144,15 @@ class Speculation:
         self.total = SpeculationStats()
         self.last: Optional[SpeculationStats] = None
         self._reported: set = set()
-        # The batch-cost shape an earlier process learned with this model and setup: a prior
-        # (validated on load) that this process's own passes override; no calibration.
+        # The batch-cost shape an earlier process learned with this model and setup (or
+        # measured at every size by ``calibrate``): a prior (validated on load) that this
+        # process's own passes override.
         self._cost_file = cost_cache_file(llama) if adaptive else None
-        cached = load_ratios(self._cost_file)
+        cached, calibrated = load_shape(self._cost_file)
         if cached is not None:
-            self.controller.use_cost_prior(cached, source=f"cache {self._cost_file.name}")
+            self.controller.use_cost_prior(
+                cached, source=f"cache {self._cost_file.name}", calibrated=calibrated
+            )
         # A draft model: its cost before it has drafted, from the models' sizes (decoding
         # one token reads every weight once), and what earlier processes learned about it
         # beside this target (the loss budget's balance, its measured costs).
@@ -271,6 +278,38 @@ class Speculation:
             self._detach_graph(self._active)
         self.drafter.close()
         self.decoder.close()
+
+    @property
+    def cost_file(self):
+        """Where this model and setup's batch-cost shape is kept (None: cache off, or fixed
+        draft lengths)."""
+        return self._cost_file
+
+    def calibrate(self, progress=None, passes: int = CALIBRATION_PASSES) -> dict:
+        """Measures the target's batch cost at every size a verify pass can have (up to
+        draft_max + 1; ``calibration.measure_shape``), makes it the cost model's prior and
+        writes it to the cost cache. Empties the target's KV cache (the next request
+        evaluates its prompt afresh). Returns the shape (n -> cost(n) / cost(1))."""
+        self.close_open_stream()
+        if self._active is not None:
+            raise PyspecRuntimeError("calibrate() while a request is being generated")
+        text = self.llama.tokenize(CALIBRATION_TEXT.encode(), add_bos=False)
+        try:
+            shape = measure_shape(
+                self.decoder, text, self.controller.draft_max + 1, passes=passes, progress=progress
+            )
+        finally:
+            self.llama.n_tokens = 0  # what llama-cpp-python believes the cache holds
+            self.prefix_reuse.forget()
+        problem = validate_ratios(shape)
+        if problem:
+            raise PyspecRuntimeError(
+                f"the measured batch costs are implausible ({problem}); is the machine busy? "
+                "Run calibrate() again when it is quiet"
+            )
+        self.controller.use_cost_prior(shape, source="calibrated here", calibrated=True)
+        save_ratios(self._cost_file, shape, calibrated=True)
+        return shape
 
     def close_open_stream(self) -> None:
         stream, self.open_stream = self.open_stream, None
@@ -691,6 +730,7 @@ class Speculation:
             stats.memory_tokens = len(self.memory)
         self._left_n_tokens = self.llama.n_tokens  # what the next request may find cached
         self.total.add(stats)
-        save_ratios(self._cost_file, self.controller.costs.shape_to_save())
+        costs = self.controller.costs
+        save_ratios(self._cost_file, costs.shape_to_save(), calibrated=costs.calibrated)
         if self.costly_controller is not None:
             save_drafter_record(self._drafter_file, self.costly_controller.drafter_record())

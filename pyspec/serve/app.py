@@ -28,6 +28,7 @@ from pyspec.llama import enable_speculation
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
+from pyspec.tools.calibrate_once import calibrate_once
 
 
 def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
@@ -89,6 +90,8 @@ class SpeculativeLlamaProxy(LlamaProxy):
         except BaseException:
             llama.close()
             raise
+        if settings.calibrate and not none:
+            calibrate_once(llama, lambda line: print(line, flush=True))
         alias = settings.model_alias or settings.model
         llama.speculation.listeners.append(_AnswerRecorder(alias))
         print(_describe(alias, llama, settings), flush=True)  # once, at start-up and on a switch

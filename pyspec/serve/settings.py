@@ -64,6 +64,11 @@ class SpeculativeModelSettings(ModelSettings):
         "lookup also searches for drafts; 0 turns the memory off. Only with "
         "adaptive on and reproducible off.",
     )
+    calibrate: bool = Field(
+        default=True,
+        description="At start-up, measure the batch costs at every draft length when the cost "
+        "cache has none for this model and setup (about 20 s, once; kept in the cache).",
+    )
     logits_all: bool = Field(
         default=False,
         description="Keep every token's logits (llama-cpp-python's way to answer logprobs); not "

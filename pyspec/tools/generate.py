@@ -51,6 +51,12 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-p-min", type=float, default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
     p.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="do not measure the batch costs at every draft length when the cost cache has "
+        "none for this model and setup (about 20 s, once)",
+    )
+    p.add_argument(
         "--reproducible",
         action="store_true",
         help="rows as a fresh model computes them whatever the cache held (with "
@@ -348,6 +354,10 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         except GraphSamplerUnavailable as exc:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2
+        if not args.no_calibrate:
+            from pyspec.tools.calibrate_once import calibrate_once
+
+            calibrate_once(llm, lambda line: print(line, file=sys.stderr, flush=True))
     if request["grammar"] is not None:
         from pyspec.errors import InvalidRequestError
         from pyspec.llama.model import check_grammar

@@ -7,9 +7,10 @@ cost of a target forward pass over n tokens. The controller picks the k in
 {0} u [draft_min, draft_max] that maximises E(k) / T(k); k = 0 is plain decoding, so
 speculation is never planned to be slower than not speculating.
 
-Everything is measured online, from the rounds the loop runs anyway (no calibration
-batches): target(n) per batch size (``costs.BatchCosts``: medians over recent passes, a
-prior batch curve for sizes not yet measured, monotone in n), the drafter's cost per token,
+Everything is measured online, from the rounds the loop runs anyway: target(n) per batch
+size (``costs.BatchCosts``: medians over recent passes, a prior batch curve for sizes not yet
+measured: monotone in n, or where ``calibration.py`` measured every size once for this model
+and setup, that curve with its dips), the drafter's cost per token,
 and the acceptance rate per kind of draft (censored-geometric estimate: accepted / (accepted
 + rejections), with counts that decay per round).
 
@@ -236,10 +237,11 @@ class DraftLengthController:
         """A timed forward pass of the target over n_tokens (every round has one)."""
         self.costs.observe(n_tokens, seconds)
 
-    def use_cost_prior(self, ratios: dict, source: str = "cache") -> None:
+    def use_cost_prior(self, ratios: dict, source: str = "cache", calibrated: bool = False):
         """Starts the batch curve from a known shape (n -> cost(n) / cost(1)); validate it
-        with ``costs.validate_ratios`` first. Live passes override it."""
-        self.costs.use_prior(ratios, source)
+        with ``costs.validate_ratios`` first. Live passes override it. ``calibrated``: it
+        was measured at every size (calibration.py), so its dips are believed."""
+        self.costs.use_prior(ratios, source, calibrated)
 
     def record_draft(self, n_drafted: int, seconds: float) -> None:
         if n_drafted:
@@ -499,10 +501,12 @@ class DraftLengthController:
             return limit
         one = self.predicted_target(1)
         allowed = one * (default_prior(limit + 1) - 1.0)
-        longest = limit
-        while longest < hi and self.predicted_target(longest + 2) - one <= allowed:
-            longest += 1  # the curve is non-decreasing: the first size beyond ends the run
-        return longest
+        # The longest within the allowance, not the end of the first run of sizes within it:
+        # a calibrated curve dips (16 tokens cheaper than 15 where kernels take rows by 4).
+        fits = [
+            k for k in range(limit + 1, hi + 1) if self.predicted_target(k + 1) - one <= allowed
+        ]
+        return max(fits, default=limit)
 
     def _choose(self, limit: int, bucket, draft_cost, kinds=None):
         hi = min(self.draft_max, limit)

@@ -9,9 +9,11 @@ llama.cpp threads and batch size, CPU, llama-cpp-python version and build (its C
 an AMX build batches far more cheaply).
 
 A cache cannot poison later runs: a file is validated on load (``costs.validate_ratios``:
-finite, plausible, monotone; a corrupt or implausible file is ignored with one warning), it
+finite, plausible, no steep dips; a corrupt or implausible file is ignored with one warning), it
 is only a prior that live passes override, and it is dropped when the first live passes of a
 size disagree with it by more than 2x. Only sizes with several live passes are written.
+A file may also hold a shape measured at every size (``calibration.py``; ``calibrated`` in
+the file), whose dips between sizes the cost model then believes.
 """
 
 from __future__ import annotations
@@ -105,25 +107,37 @@ def read_ratios(path: Path):
 
 def load_ratios(path: Optional[Path]) -> Optional[dict]:
     """The cached shape, or None (no file, or a file that is ignored with one warning)."""
+    return load_shape(path)[0]
+
+
+def load_shape(path: Optional[Path]):
+    """(the cached shape or None, whether it was calibrated at every size); a file that is
+    ignored gets one warning."""
     if path is None or not path.is_file():
-        return None
+        return None, False
     ratios, problem = read_ratios(path)
     if problem:
         log.warning("pyspec: ignoring the cost cache %s: %s", path, problem)
-    return ratios
+        return None, False
+    try:
+        calibrated = json.loads(path.read_text()).get("calibrated") is True
+    except (OSError, ValueError, AttributeError):
+        calibrated = False
+    return ratios, calibrated
 
 
-def save_ratios(path: Optional[Path], ratios: dict) -> None:
+def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) -> None:
     """Writes the shape atomically if it is plausible; a cache that cannot be written is only
-    a lost shortcut."""
+    a lost shortcut. ``calibrated``: measured at every size (calibration.py)."""
     if path is None or not ratios or validate_ratios(ratios):
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(
-            json.dumps({"format": FORMAT, "ratios": {str(n): r for n, r in sorted(ratios.items())}})
-        )
+        record = {"format": FORMAT, "ratios": {str(n): r for n, r in sorted(ratios.items())}}
+        if calibrated:
+            record["calibrated"] = True
+        tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("pyspec: cannot write the cost cache %s: %s", path, exc)

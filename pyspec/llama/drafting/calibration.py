@@ -1,0 +1,69 @@
+"""Measures the target's batch-cost curve at every draft length, once per model and setup.
+
+The online cost model (``costs.BatchCosts``) learns a size only from rounds that use it, and
+between the sizes it measured it interpolates. That misses what the kernels do: llama.cpp's
+repacked Q4_K weights on x86 multiply a batch's rows four at a time and the rest one by
+one, so a batch of 16 tokens costs 7.3x one token on a Zen 4 EPYC, 15 cost 10.5x and 17
+cost 9.2x (2 threads, Qwen2.5-Coder 1.5B; ``docs/drafting.md``). Drafts of 2, 4, 8, 16 and
+32 all verify in batches one row past a multiple of four, the dearest shapes there are. A
+curve measured at every size lets the controller draft 15 instead of 16.
+
+The measurement decodes each size from 2 to ``max_size`` over a short context, in
+``passes`` interleaved sweeps (a slow moment of the machine then hits every size alike),
+and keeps per size the fastest pass relative to the fastest one-token pass: the load of the
+moment only ever adds time. It takes about 20 s for sizes up to 33 on 2 cores with a 1.5B
+model; the shape goes into the cost cache (``cost_cache.py``), so it is paid once per model
+file, build, CPU and thread setup.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+# Any text: the cost of a pass does not depend on which tokens it holds.
+TEXT = "The quick brown fox jumps over the lazy dog; def area(r):\n    return 3.14159 * r * r\n"
+CONTEXT_TOKENS = 64  # the batches are decoded after this many tokens of context
+PASSES = 2
+
+
+def measure_shape(
+    decoder,
+    tokens: list,
+    max_size: int,
+    *,
+    passes: int = PASSES,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
+    """n -> cost(n) / cost(1) for n in 2..max_size, measured with ``decoder`` (a
+    ``BatchDecoder`` on the target's context, whose cache this empties). ``tokens``: any
+    text's tokens (repeated to fill the context and the batches); ``progress`` is called
+    with one line per sweep."""
+    if max_size < 2 or passes < 1 or not tokens:
+        raise ValueError("measure_shape needs max_size >= 2, passes >= 1 and some tokens")
+    need = CONTEXT_TOKENS + max_size
+    text = (list(tokens) * (need // len(tokens) + 1))[:need]
+    context, batch = text[:CONTEXT_TOKENS], text[CONTEXT_TOKENS:]
+    best = {n: float("inf") for n in range(1, max_size + 1)}
+    decoder.remove_from(0)
+    decoder.decode(context, 0, 1)
+    try:
+        for sweep in range(passes):
+            start = time.perf_counter()
+            # Sizes in a different order each sweep: a load that rises during one sweep
+            # weighs on other sizes in the next.
+            sizes = list(range(1, max_size + 1))
+            for n in sizes if sweep % 2 == 0 else reversed(sizes):
+                t0 = time.perf_counter()
+                decoder.decode(batch[:n], CONTEXT_TOKENS, n)  # a verify pass keeps every row
+                best[n] = min(best[n], time.perf_counter() - t0)
+                decoder.remove_from(CONTEXT_TOKENS)
+            if progress is not None:
+                progress(
+                    f"sweep {sweep + 1}/{passes} over batch sizes 1-{max_size}: "
+                    f"{time.perf_counter() - start:.1f} s"
+                )
+    finally:
+        decoder.remove_from(0)
+    one = best[1]
+    return {n: seconds / one for n, seconds in best.items() if n >= 2}

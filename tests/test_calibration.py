@@ -1,0 +1,79 @@
+"""SpeculativeLlama.calibrate on a real model: the batch-cost curve measured at every size a
+verify pass can have, believed with its dips, kept in the cost cache; the model's state
+after it is a fresh one's."""
+
+import json
+
+import llama_cpp
+import pytest
+
+from pyspec.errors import PyspecRuntimeError
+from pyspec.llama import SpeculativeLlama
+from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.drafting.cost_cache import cost_cache_file
+from pyspec.llama.drafting.costs import validate_ratios
+from pyspec.testing.near_tie import compare_texts
+
+KW = dict(n_ctx=512, n_threads=2, verbose=False, seed=0)
+PROMPT = (
+    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):"
+)
+
+
+def test_calibration_measures_every_size_and_leaves_generation_unchanged(
+    gemma_path, tmp_path, monkeypatch, batch_noise
+):
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    sizes = []
+    real = BatchDecoder.decode
+
+    def counting(self, tokens, n_past, n_outputs):
+        sizes.append((len(tokens), n_outputs))
+        return real(self, tokens, n_past, n_outputs)
+
+    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **KW)
+    before = llm.create_completion(PROMPT, max_tokens=24, temperature=0.0)["choices"][0]["text"]
+    monkeypatch.setattr(BatchDecoder, "decode", counting)
+    lines = []
+    shape = llm.calibrate(progress=lines.append)
+    monkeypatch.setattr(BatchDecoder, "decode", real)
+    assert sorted(shape) == list(range(2, 10)) and validate_ratios(shape) == ""
+    # Every size from 1 to draft_max + 1 in each of two sweeps, every row kept as a verify
+    # pass keeps them, after one context pass.
+    measured = [n for n, outputs in sizes[1:] if n == outputs]
+    assert sorted(measured) == sorted(list(range(1, 10)) * 2)
+    assert len(lines) == 2 and "sweep 2/2" in lines[1]
+    costs = llm.speculation.controller.costs
+    assert costs.calibrated and costs.prior_source == "calibrated here"
+    # The cache emptied by the measurement is rebuilt: the same greedy text as before, except
+    # at a near-tie (the calibrated curve changes the draft lengths, so the batches' shapes).
+    after = llm.create_completion(PROMPT, max_tokens=24, temperature=0.0)["choices"][0]["text"]
+    plain = llama_cpp.Llama(gemma_path, **KW)
+    prompt = plain.tokenize(PROMPT.encode(), special=True)
+    compare_texts(plain, prompt, before, after, batch_noise(gemma_path).tie_bound)
+    plain.close()
+    # The cache file holds the shape, marked calibrated, and a new object starts from it.
+    path = cost_cache_file(llm)
+    record = json.loads(path.read_text())
+    assert record["calibrated"] is True and sorted(map(int, record["ratios"])) == sorted(shape)
+    llm.close()
+    again = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **KW)
+    assert again.speculation.controller.costs.calibrated
+    assert again.speculation.controller.costs.prior_source.startswith("cache")
+    again.close()
+
+
+def test_an_implausible_measurement_raises_and_keeps_the_old_prior(gemma_path, monkeypatch):
+    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=4, **KW)
+    costs = llm.speculation.controller.costs
+    from pyspec.llama import loop
+
+    # A machine so loaded that a batch of 5 took 50x one token: refused, nothing installed.
+    monkeypatch.setattr(loop, "measure_shape", lambda *a, **k: {2: 1.8, 3: 2.4, 4: 3.0, 5: 50.0})
+    with pytest.raises(PyspecRuntimeError, match="implausible"):
+        llm.calibrate()
+    assert not costs.calibrated and costs.prior_source == "default"
+    text = llm.create_completion(PROMPT, max_tokens=8, temperature=0.0)["choices"][0]["text"]
+    assert text
+    llm.close()
