@@ -777,8 +777,14 @@ def draft_peer_table(run: Run) -> list:
         out.append(
             f"- {workload}: pyspec's lookup + draft model "
             f"{s['rate']['lookup + draft model'] / s['rate']['c++ draft-simple']:.2f}x llama.cpp's "
-            f"draft-simple by the geometric means ({s['pyspec_over_cpp']:.2f}x per request); "
-            f"{s['costly_steps']} of its verify rounds drafted by the draft model."
+            f"draft-simple by the geometric means ({s['pyspec_over_cpp']:.2f}x per request"
+            + (
+                f", {s['pyspec_over_cpp_same_tokens']:.2f}x with pyspec's rate over as many "
+                "tokens as the C++ tool decoded"
+                if "pyspec_over_cpp_same_tokens" in s
+                else ""
+            )
+            + f"); {s['costly_steps']} of its verify rounds drafted by the draft model."
         )
     return out
 

@@ -42,6 +42,9 @@ def bench_draft_model_peer(benchmark, monkeypatch):
         "plain": plain,
         "lookup + draft model": SpeculativeLlama(target, draft=["lookup", draft], **common),
     }
+    # Batch costs at every draft length, as pyspec generate/serve measure them once per
+    # model and setup (not timed here).
+    python_modes["lookup + draft model"].calibrate(progress=print)
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draft-peer-"))

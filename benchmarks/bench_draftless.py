@@ -14,6 +14,13 @@ mode (the chat template rendered once, as llama-cpp-python renders it). Per requ
 - ``llama-bench`` tg once per run: the C++ plain decode rate (the tool has no plain mode:
   ``--spec-type none`` refuses to start).
 
+The Python modes decode up to PYTHON_TOKENS (168): their rate and seconds are those of their
+first MAX_TOKENS (96), and their rate over as many tokens as each C++ mode decoded (the C++
+tool goes past its limit to the end of its last accepted draft, up to 161) is kept beside
+it; their drafted/accepted counts, and what the memory keeps of each request, cover all 168.
+pyspec's lookup is calibrated first (``SpeculativeLlama.calibrate``, not timed), and the
+same lookup uncalibrated runs beside it.
+
 Modes run in turn, in the opposite order for every other request, so a drifting load hits
 all. The Python objects live through the whole run (a server's life): the memory fills with
 the earlier requests, never the request itself. Results go to the JSON's extra_info; the

@@ -9,7 +9,9 @@ that dear, a longer one where they are cheap. A new request starts each bucket a
 (``learn_request_start``, the default) where the bucket's first drafts of the last requests
 left it: twice as long after each request whose first draft passed in full; and a bucket
 whose learned start reached 16 may draft up to draft_max (32), the others up to 16
-(``adaptive.UNPROVEN_DRAFT_MAX``).
+(``adaptive.UNPROVEN_DRAFT_MAX``). The last rule also starts the controller from the curve
+at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this Zen 4
+build verifies 16 tokens for less than 15).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
@@ -56,12 +58,21 @@ def curves() -> dict:
     return out
 
 
-RULES = {  # name -> (slow start read in cost, its start learned across requests, draft_max)
-    "tokens": (False, False, 16),
-    "cost": (True, False, 16),
-    "cost, learned start": (True, True, 16),
-    "and up to 32 once proven": (True, True, 32),
+RULES = {  # name -> (slow start read in cost, learned start, draft_max, calibrated curve)
+    "tokens": (False, False, 16, False),
+    "cost": (True, False, 16, False),
+    "cost, learned start": (True, True, 16, False),
+    "and up to 32 once proven": (True, True, 32, False),
+    "and calibrated": (True, True, 32, True),
 }
+
+
+def every_size(costs: dict, largest: int) -> dict:
+    """The curve at every size from 2 to ``largest`` (what ``SpeculativeLlama.calibrate``
+    measures), from its measured sizes as the replay reads them (``replay.batch_cost``)."""
+    from pyspec.testing.replay import batch_cost
+
+    return {n: batch_cost(costs, n) / batch_cost(costs, 1) for n in range(2, largest + 1)}
 
 
 def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
@@ -75,9 +86,11 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
-    in_cost, learned, draft_max = RULES[rule]
+    in_cost, learned, draft_max, calibrated = RULES[rule]
     controller = DraftLengthController(0, draft_max, watch=dataclasses.replace(FREE_DRAFTER))
     controller.slow_start_in_cost, controller.learn_request_start = in_cost, learned
+    if calibrated:
+        controller.use_cost_prior(every_size(costs, draft_max + 1), calibrated=True)
     drafter = PromptLookup()
     drafter.use_memory(RequestMemory())
     speedups: dict = {}
@@ -120,8 +133,9 @@ def bench_slow_start(benchmark):
 
 
 def measure_curve() -> None:
-    """This build's batch curve for Qwen 1.5B (medians of 9 interleaved repetitions, in a
-    process of its own), written to docs/results/batch-curve.json. Run it on a quiet machine."""
+    """This build's batch curve for Qwen 1.5B at every size up to 33 (medians of 9
+    interleaved repetitions, in a process of its own), written to
+    docs/results/batch-curve.json. Run it on a quiet machine (about 5 minutes)."""
     from pyspec.testing import build_probe
     from pyspec.testing.models import ensure_model
     from pyspec.tools.machine import machine_info, now_iso
@@ -136,7 +150,7 @@ def measure_curve() -> None:
             "--reps",
             "9",
             "--sizes",
-            "1,2,3,5,9,17,33",  # 33: a draft of 32 (draft_max)
+            ",".join(map(str, range(1, 34))),  # every size a verify pass of up to 32 drafts has
         ]
     )
     ms = probe["ms_per_batch"]

@@ -3,18 +3,23 @@ verify pass can have, believed with its dips, kept in the cost cache; the model'
 after it is a fresh one's."""
 
 import json
+import types
 
 import llama_cpp
 import pytest
 
-from pyspec.errors import PyspecRuntimeError
+from pyspec.errors import InvalidInputError, PyspecRuntimeError
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.drafting import calibration
 from pyspec.llama.drafting.cost_cache import cost_cache_file
 from pyspec.llama.drafting.costs import validate_ratios
 from pyspec.testing.near_tie import compare_texts
+from pyspec.tools.calibrate_once import calibrate_once
 
 KW = dict(n_ctx=512, n_threads=2, verbose=False, seed=0)
+# A curve with a dip at 8 tokens, as repacked kernels make (cost over one token).
+SHAPE = {1: 1.0, 2: 1.5, 3: 2.0, 4: 2.4, 5: 3.1, 6: 3.6, 7: 4.2, 8: 3.9, 9: 4.8}
 PROMPT = (
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):"
 )
@@ -27,9 +32,16 @@ def test_calibration_measures_every_size_and_leaves_generation_unchanged(
     monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
     sizes = []
     real = BatchDecoder.decode
+    # The decodes are real; the clock the measurement reads is this one, which a pass of n
+    # tokens moves by SHAPE[n] (the second sweep's passes are slower: a load that came), so
+    # what it makes of the timings is checked exactly, whatever this machine is doing.
+    clock = types.SimpleNamespace(now=0.0, sweep_of={})
+    monkeypatch.setattr(calibration, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
 
     def counting(self, tokens, n_past, n_outputs):
         sizes.append((len(tokens), n_outputs))
+        seen = clock.sweep_of[len(tokens)] = clock.sweep_of.get(len(tokens), -1) + 1
+        clock.now += SHAPE.get(len(tokens), 50.0) * (1.3 if seen else 1.0)
         return real(self, tokens, n_past, n_outputs)
 
     llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **KW)
@@ -38,7 +50,8 @@ def test_calibration_measures_every_size_and_leaves_generation_unchanged(
     lines = []
     shape = llm.calibrate(progress=lines.append)
     monkeypatch.setattr(BatchDecoder, "decode", real)
-    assert sorted(shape) == list(range(2, 10)) and validate_ratios(shape) == ""
+    assert shape == pytest.approx({n: c for n, c in SHAPE.items() if n > 1})
+    assert validate_ratios(shape) == ""
     # Every size from 1 to draft_max + 1 in each of two sweeps, every row kept as a verify
     # pass keeps them, after one context pass.
     measured = [n for n, outputs in sizes[1:] if n == outputs]
@@ -61,10 +74,23 @@ def test_calibration_measures_every_size_and_leaves_generation_unchanged(
     again = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **KW)
     assert again.speculation.controller.costs.calibrated
     assert again.speculation.controller.costs.prior_source.startswith("cache")
+    # Calibrated already: nothing is measured again unless forced.
+    sizes.clear()
+    monkeypatch.setattr(BatchDecoder, "decode", counting)
+    assert sorted(again.calibrate()) == sorted(shape) and sizes == []
+    again.calibrate(force=True)
+    assert len(sizes) == 1 + 2 * 9
+    monkeypatch.setattr(BatchDecoder, "decode", real)
     again.close()
+    # A longer draft_max than the cached shape covers is measured again.
+    longer = SpeculativeLlama(gemma_path, draft="lookup", draft_max=12, **KW)
+    assert not longer.speculation.controller.costs.calibrated_up_to(13)
+    longer.close()
 
 
-def test_an_implausible_measurement_raises_and_keeps_the_old_prior(gemma_path, monkeypatch):
+def test_an_implausible_measurement_raises_and_keeps_the_old_prior(
+    gemma_path, monkeypatch, tmp_path
+):
     llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=4, **KW)
     costs = llm.speculation.controller.costs
     from pyspec.llama import loop
@@ -74,6 +100,21 @@ def test_an_implausible_measurement_raises_and_keeps_the_old_prior(gemma_path, m
     with pytest.raises(PyspecRuntimeError, match="implausible"):
         llm.calibrate()
     assert not costs.calibrated and costs.prior_source == "default"
+    # pyspec generate and serve say so and go on with the online cost model.
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    monkeypatch.setattr(llm.speculation, "_cost_file", tmp_path / "costs.json")
+    said = []
+    assert calibrate_once(llm, said.append) is False
+    assert "calibration failed" in said[-1] and "implausible" in said[-1]
+    assert not costs.calibrated and not (tmp_path / "costs.json").exists()
     text = llm.create_completion(PROMPT, max_tokens=8, temperature=0.0)["choices"][0]["text"]
     assert text
+    llm.close()
+
+
+def test_a_context_too_small_for_the_largest_batch_is_refused_before_decoding(gemma_path):
+    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **dict(KW, n_ctx=64))
+    with pytest.raises(InvalidInputError, match="raise n_ctx"):
+        llm.calibrate()
+    assert not llm.speculation.controller.costs.calibrated
     llm.close()

@@ -198,9 +198,24 @@ def test_the_cache_keeps_whether_a_shape_was_calibrated(tmp_path):
     path = tmp_path / "costs.json"
     cost_cache.save_ratios(path, SAWTOOTH, calibrated=True)
     assert cost_cache.load_shape(path) == (pytest.approx(SAWTOOTH), True)
+    # A process without the calibration (--no-calibrate, or whose live passes dropped it)
+    # does not undo it; a shape with sizes missing is not marked calibrated.
     cost_cache.save_ratios(path, {2: 1.7, 9: 4.9})
-    assert cost_cache.load_shape(path) == ({2: 1.7, 9: 4.9}, False)
+    assert cost_cache.load_shape(path) == (pytest.approx(SAWTOOTH), True)
+    other = tmp_path / "other.json"
+    cost_cache.save_ratios(other, {2: 1.7, 9: 4.9}, calibrated=True)
+    assert cost_cache.load_shape(other) == ({2: 1.7, 9: 4.9}, False)
     assert cost_cache.load_shape(tmp_path / "none.json") == (None, False)
+
+
+def test_beyond_a_calibrated_shape_the_curve_is_monotone_again():
+    costs = BatchCosts(max_n=33)
+    costs.use_prior(SAWTOOTH, calibrated=True)  # measured up to 17
+    costs.observe(1, 0.04)
+    assert costs.predict(16) < costs.predict(15)  # measured: believed
+    beyond = [costs.predict(n) for n in range(17, 34)]
+    assert all(b >= a for a, b in zip(beyond, beyond[1:]))
+    assert costs.calibrated_up_to(17) and not costs.calibrated_up_to(33)
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import model_output_on_gpu
 from pyspec.llama.drafting.adaptive import COSTLY_DRAFTER, FREE_DRAFTER, DraftLengthController
 from pyspec.llama.drafting.base import Draft
+from pyspec.llama.drafting.calibration import CONTEXT_TOKENS as CALIBRATION_CONTEXT
 from pyspec.llama.drafting.calibration import PASSES as CALIBRATION_PASSES
 from pyspec.llama.drafting.calibration import TEXT as CALIBRATION_TEXT
 from pyspec.llama.drafting.calibration import measure_shape
@@ -293,19 +294,28 @@ class Speculation:
         self.close_open_stream()
         if self._active is not None:
             raise PyspecRuntimeError("calibrate() while a request is being generated")
+        largest = self.controller.draft_max + 1
+        if largest < 2 or self.controller.fixed:
+            raise InvalidInputError(
+                "calibrate() needs adaptive draft lengths and draft_max >= 1: the batch costs "
+                "decide nothing otherwise"
+            )
+        if CALIBRATION_CONTEXT + largest > self.n_ctx:
+            raise InvalidInputError(
+                f"calibrate() decodes {largest} tokens after {CALIBRATION_CONTEXT} of context; "
+                f"this context holds {self.n_ctx} (raise n_ctx)"
+            )
         text = self.llama.tokenize(CALIBRATION_TEXT.encode(), add_bos=False)
         try:
-            shape = measure_shape(
-                self.decoder, text, self.controller.draft_max + 1, passes=passes, progress=progress
-            )
+            shape = measure_shape(self.decoder, text, largest, passes=passes, progress=progress)
         finally:
             self.llama.n_tokens = 0  # what llama-cpp-python believes the cache holds
             self.prefix_reuse.forget()
         problem = validate_ratios(shape)
         if problem:
             raise PyspecRuntimeError(
-                f"the measured batch costs are implausible ({problem}); is the machine busy? "
-                "Run calibrate() again when it is quiet"
+                f"the measured batch costs are implausible ({problem}); the machine was "
+                "probably busy: calibrate again when it is quiet"
             )
         self.controller.use_cost_prior(shape, source="calibrated here", calibrated=True)
         save_ratios(self._cost_file, shape, calibrated=True)

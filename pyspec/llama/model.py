@@ -52,14 +52,17 @@ class SpeculativeMethods:
 
     speculation: Speculation
 
-    def calibrate(self, progress=None) -> dict:
+    def calibrate(self, progress=None, force: bool = False) -> dict:
         """Measures what a verify pass of every size up to draft_max + 1 costs on this machine
         and build (about 20 s for a 1.5B model on 2 cores), so that the cost model drafts
         the lengths the kernels batch cheaply (on x86 builds that repack Q4_K weights, a
-        batch of 16 tokens costs far less than 15 or 17). The shape is kept in the cost
-        cache: later objects with the same model file and setup start from it, and ``pyspec
-        generate``/``serve`` calibrate on their own when the cache has none. ``progress``:
-        called with a line per sweep. Returns n -> cost(n) / cost(1)."""
+        batch of 16 tokens costs less than one of 15). The shape is kept in the cost cache:
+        an object with the same model file and setup starts from it, and then calibrate()
+        measures nothing unless ``force``. ``pyspec generate``/``serve`` call it on their
+        own. ``progress``: called with a line per sweep. Returns n -> cost(n) / cost(1)."""
+        costs = self.speculation.controller.costs
+        if costs.calibrated_up_to(costs.max_n) and not force:
+            return costs.prior_shape()
         return self.speculation.calibrate(progress)
 
     def generate(self, tokens, **kwargs):
@@ -355,7 +358,7 @@ class ClosedSpeculativeLlama(SpeculativeLlama):
         pass
 
 
-for _name in (*_MODEL_METHODS, "generate", "create_completion"):
+for _name in (*_MODEL_METHODS, "generate", "create_completion", "calibrate"):
     setattr(ClosedSpeculativeLlama, _name, _raise_closed(_name))
 del _name
 

@@ -87,11 +87,11 @@ class SpeculativeLlamaProxy(LlamaProxy):
                 reproducible=settings.reproducible,
                 memory=settings.memory,
             )
+            if settings.calibrate and not none:  # once per model and setup (cost cache)
+                calibrate_once(llama, lambda line: print(line, flush=True))
         except BaseException:
             llama.close()
             raise
-        if settings.calibrate and not none:
-            calibrate_once(llama, lambda line: print(line, flush=True))
         alias = settings.model_alias or settings.model
         llama.speculation.listeners.append(_AnswerRecorder(alias))
         print(_describe(alias, llama, settings), flush=True)  # once, at start-up and on a switch

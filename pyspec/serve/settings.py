@@ -66,8 +66,9 @@ class SpeculativeModelSettings(ModelSettings):
     )
     calibrate: bool = Field(
         default=True,
-        description="At start-up, measure the batch costs at every draft length when the cost "
-        "cache has none for this model and setup (about 20 s, once; kept in the cache).",
+        description="When the model loads (at start-up or on a switch), measure the batch costs "
+        "at every draft length if the cost cache has none for this model and setup (about "
+        "20 s, once; kept in the cache).",
     )
     logits_all: bool = Field(
         default=False,

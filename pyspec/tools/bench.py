@@ -72,11 +72,12 @@ SUITES = {
     "slow-start": (
         ["bench_slow_start.py", "-s"],
         2.0,
-        "the slow start's rules (tokens, cost, learned start, drafts of 32 once proven), replayed",
+        "the slow start's rules (tokens, cost, learned start, drafts of 32 once proven, "
+        "calibrated curve), replayed",
     ),
     "draft-peer": (
         ["bench_draft_peer.py"],
-        12.0,
+        16.0,  # (Python modes decode to 168 tokens since session 17)
         "lookup + the 0.5B draft model against llama.cpp's draft-simple with the same draft",
     ),
     "plain-stretch": (

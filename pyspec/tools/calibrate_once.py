@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from pyspec.errors import PyspecError
+
 
 def calibrate_once(llm, say: Callable[[str], None]) -> bool:
     """Calibrates ``llm`` unless there is nothing to gain or keep; True when it measured."""
@@ -18,7 +20,7 @@ def calibrate_once(llm, say: Callable[[str], None]) -> bool:
     if spec is None or spec.controller.fixed or spec.controller.draft_max < 1:
         return False  # plain decoding, or fixed draft lengths: the curve decides nothing
     costs = spec.controller.costs
-    if costs.calibrated:
+    if costs.calibrated_up_to(costs.max_n):  # (a shorter draft_max's shape is measured again)
         return False
     if spec.cost_file is None:
         say(
@@ -31,7 +33,11 @@ def calibrate_once(llm, say: Callable[[str], None]) -> bool:
         f"{spec.controller.draft_max} (once for this model, build and setup; "
         f"kept in {spec.cost_file.parent}; --no-calibrate skips it)"
     )
-    shape = llm.calibrate(progress=lambda line: say(f"pyspec:   {line}"))
+    try:
+        shape = llm.calibrate(progress=lambda line: say(f"pyspec:   {line}"))
+    except PyspecError as exc:  # a busy machine, a context too small: said, not fatal
+        say(f"pyspec: calibration failed ({exc}); the cost model learns the curve online")
+        return False
     cheap = ", ".join(str(n - 1) for n in sorted(shape) if n > 2 and shape[n] < shape[n - 1])
     say(
         f"pyspec: calibrated; drafts of {cheap} cost less than one draft fewer"

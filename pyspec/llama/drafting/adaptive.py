@@ -502,7 +502,8 @@ class DraftLengthController:
         one = self.predicted_target(1)
         allowed = one * (default_prior(limit + 1) - 1.0)
         # The longest within the allowance, not the end of the first run of sizes within it:
-        # a calibrated curve dips (16 tokens cheaper than 15 where kernels take rows by 4).
+        # a calibrated curve dips (16 tokens cheaper than 15 on a Zen 4). Lengths below it
+        # may cost more than the allowance; the choice avoids them (dearer, fewer tokens).
         fits = [
             k for k in range(limit + 1, hi + 1) if self.predicted_target(k + 1) - one <= allowed
         ]

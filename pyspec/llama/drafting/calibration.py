@@ -1,12 +1,13 @@
 """Measures the target's batch-cost curve at every draft length, once per model and setup.
 
 The online cost model (``costs.BatchCosts``) learns a size only from rounds that use it, and
-between the sizes it measured it interpolates. That misses what the kernels do: llama.cpp's
-repacked Q4_K weights on x86 multiply a batch's rows four at a time and the rest one by
-one, so a batch of 16 tokens costs 7.3x one token on a Zen 4 EPYC, 15 cost 10.5x and 17
-cost 9.2x (2 threads, Qwen2.5-Coder 1.5B; ``docs/drafting.md``). Drafts of 2, 4, 8, 16 and
-32 all verify in batches one row past a multiple of four, the dearest shapes there are. A
-curve measured at every size lets the controller draft 15 instead of 16.
+between the sizes it measured it interpolates, held non-decreasing. That misses what the
+kernels do: llama.cpp's repacked Q4_K weights on x86 take a batch's tokens in groups of four
+through a GEMM kernel and the rest one by one through GEMV (``ggml-cpu/repack.cpp``), and on
+a Zen 4 EPYC (2 threads, Qwen2.5-Coder 1.5B) the curve dips at 16, 24 and 32 tokens: 16
+cost 7.3x one token, 15 cost 8.2-10.5x and 17 cost 7.7-9.2x (``docs/drafting.md``). Drafts
+of 16 and 32, where the slow start and the caps land, verify in batches of 17 and 33, just
+past the dips. A curve measured at every size lets the controller draft 15 instead of 16.
 
 The measurement decodes each size from 2 to ``max_size`` over a short context, in
 ``passes`` interleaved sweeps (a slow moment of the machine then hits every size alike),
@@ -46,7 +47,9 @@ def measure_shape(
     context, batch = text[:CONTEXT_TOKENS], text[CONTEXT_TOKENS:]
     best = {n: float("inf") for n in range(1, max_size + 1)}
     decoder.remove_from(0)
-    decoder.decode(context, 0, 1)
+    for start in range(0, len(context), decoder.capacity):  # n_batch may be below 64
+        chunk = context[start : start + decoder.capacity]
+        decoder.decode(chunk, start, 1)
     try:
         for sweep in range(passes):
             start = time.perf_counter()

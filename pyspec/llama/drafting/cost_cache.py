@@ -97,12 +97,20 @@ def parse_ratios(text: str) -> dict:
 
 def read_ratios(path: Path):
     """(the shape in the file, '') or (None, why the loop ignores the file)."""
+    ratios, _, problem = _read(path)
+    return ratios, problem
+
+
+def _read(path: Path):
+    """(shape, calibrated, '') or (None, False, why the file is ignored), from one read."""
     try:
-        ratios = parse_ratios(path.read_text())
+        text = path.read_text()
+        ratios = parse_ratios(text)
+        calibrated = json.loads(text).get("calibrated") is True
     except (OSError, ValueError) as exc:
-        return None, f"unreadable ({exc})"
+        return None, False, f"unreadable ({exc})"
     problem = validate_ratios(ratios)
-    return (None, problem) if problem else (ratios, "")
+    return (None, False, problem) if problem else (ratios, calibrated, "")
 
 
 def load_ratios(path: Optional[Path]) -> Optional[dict]:
@@ -115,21 +123,27 @@ def load_shape(path: Optional[Path]):
     ignored gets one warning."""
     if path is None or not path.is_file():
         return None, False
-    ratios, problem = read_ratios(path)
+    ratios, calibrated, problem = _read(path)
     if problem:
         log.warning("pyspec: ignoring the cost cache %s: %s", path, problem)
-        return None, False
-    try:
-        calibrated = json.loads(path.read_text()).get("calibrated") is True
-    except (OSError, ValueError, AttributeError):
-        calibrated = False
     return ratios, calibrated
+
+
+def every_size_from_2(ratios: dict) -> bool:
+    """Whether a shape holds every batch size from 2 to its largest (a calibration's)."""
+    return bool(ratios) and set(ratios) >= set(range(2, max(ratios) + 1))
 
 
 def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) -> None:
     """Writes the shape atomically if it is plausible; a cache that cannot be written is only
-    a lost shortcut. ``calibrated``: measured at every size (calibration.py)."""
+    a lost shortcut. ``calibrated``: measured at every size (calibration.py); the flag is
+    kept only for a shape with every size from 2, and a calibrated file is never replaced
+    by a shape that is not (a process started with ``--no-calibrate``, or whose live passes
+    dropped the calibrated prior, must not undo another's calibration)."""
     if path is None or not ratios or validate_ratios(ratios):
+        return
+    calibrated = calibrated and every_size_from_2(ratios)
+    if not calibrated and path.is_file() and _read(path)[1]:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,9 +29,9 @@ model learns from. What it believes about a batch of n tokens:
   re-measured by every round that uses it, so it keeps its weight). Between measured sizes
   the log-correction is interpolated; beyond them it is held.
 
-A batch can cost less than a smaller one: llama.cpp's repacked Q4_K kernels on x86 multiply
-four of a batch's rows at a time and the rest one by one, so on a Zen 4 EPYC 16 tokens cost
-7.3x one token and 15 cost 10.5x (``docs/drafting.md``). A shape measured at every size
+A batch can cost less than a smaller one: llama.cpp's repacked Q4_K kernels on x86 take a
+batch's tokens in groups of four and the rest one by one, and on a Zen 4 EPYC 16 tokens
+cost 7.3x one token, 15 cost 8.2-10.5x (``docs/drafting.md``). A shape measured at every size
 (``calibration.py``, kept in the cost cache) keeps such dips, and the controller then drafts
 15 rather than 16; with any other prior, whose sizes in between are guesses, the curve is
 made non-decreasing in n. Nothing here reads a clock: tests inject timings (noisy,
@@ -129,8 +129,16 @@ class BatchCosts:
         self.prior_source = source
         self.calibrated = calibrated and set(self._prior_ratios) >= set(
             range(2, max(self._prior_ratios, default=1) + 1)
-        )
+        )  # (cost_cache.every_size_from_2, which imports this module)
         self._curve = None
+
+    def calibrated_up_to(self, n: int) -> bool:
+        """Whether the prior was measured at every size from 2 to n (``calibration.py``)."""
+        return self.calibrated and max(self._prior_ratios or {0: 0}) >= n
+
+    def prior_shape(self) -> dict:
+        """The prior shape in use (n -> cost(n) / cost(1)); empty with the default curve."""
+        return dict(self._prior_ratios or {})
 
     def _check_prior_against(self, n: int) -> None:
         """The cached shape must agree with the first real passes of a size within 2x, or it
@@ -222,8 +230,10 @@ class BatchCosts:
         corr = np.interp(ns, sizes, logc) if sizes else np.zeros(len(ns))
         curve = np.array([c1 * shape(int(n)) for n in ns]) * np.exp(corr)
         curve[0], curve[1] = 0.0, c1
-        if not self.calibrated:  # sizes in between measured ones are guesses: never a dip
-            curve = np.maximum.accumulate(curve)
+        # Sizes in between measured ones are guesses: never a dip there. A calibrated prior
+        # was measured at every size up to its largest; beyond that it is a guess too.
+        guessed_from = max(self._prior_ratios) if self.calibrated else 1
+        curve[guessed_from:] = np.maximum.accumulate(curve[guessed_from:])
         return curve
 
     def predict(self, n: int) -> float:
