@@ -12,10 +12,10 @@ from pyspec.errors import InvalidInputError, PyspecRuntimeError
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.batch_decoder import BatchDecoder
 from pyspec.llama.drafting import calibration
+from pyspec.llama.drafting.calibration import calibrate_once
 from pyspec.llama.drafting.cost_cache import cost_cache_file
 from pyspec.llama.drafting.costs import validate_ratios
 from pyspec.testing.near_tie import compare_texts
-from pyspec.tools.calibrate_once import calibrate_once
 
 KW = dict(n_ctx=512, n_threads=2, verbose=False, seed=0)
 # A curve with a dip at 8 tokens, as repacked kernels make (cost over one token).

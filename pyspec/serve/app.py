@@ -25,10 +25,10 @@ import llama_cpp.server.app as server_app
 from llama_cpp.server.model import LlamaProxy
 
 from pyspec.llama import enable_speculation
+from pyspec.llama.drafting.calibration import calibrate_once
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
-from pyspec.tools.calibrate_once import calibrate_once
 
 
 def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:

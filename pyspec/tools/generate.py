@@ -355,7 +355,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2
         if not args.no_calibrate:
-            from pyspec.tools.calibrate_once import calibrate_once
+            from pyspec.llama.drafting.calibration import calibrate_once
 
             calibrate_once(llm, lambda line: print(line, file=sys.stderr, flush=True))
     if request["grammar"] is not None:
