@@ -164,7 +164,7 @@ def check_models(report: Report) -> None:
 
 def check_cost_cache(report: Report) -> None:
     from pyspec.cache import cache_dir
-    from pyspec.llama.drafting.cost_cache import cache_enabled, read_ratios
+    from pyspec.llama.drafting.cost_cache import cache_enabled, is_calibrated, read_ratios
 
     if not cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")
@@ -176,7 +176,9 @@ def check_cost_cache(report: Report) -> None:
     report.add(
         OK,
         "cost cache",
-        f"{len(files)} file(s) in {cache_dir() / 'costs'}, {len(files) - len(bad)} valid",
+        f"{len(files)} file(s) in {cache_dir() / 'costs'}, {len(files) - len(bad)} valid, "
+        f"{sum(map(is_calibrated, files))} calibrated at every draft length (pyspec generate "
+        "and serve calibrate a model and setup on first use)",
     )
 
 

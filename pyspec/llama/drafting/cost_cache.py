@@ -129,6 +129,11 @@ def load_shape(path: Optional[Path]):
     return ratios, calibrated
 
 
+def is_calibrated(path: Path) -> bool:
+    """Whether the file holds a valid shape measured at every size (``calibration.py``)."""
+    return _read(path)[1]
+
+
 def every_size_from_2(ratios: dict) -> bool:
     """Whether a shape holds every batch size from 2 to its largest (a calibration's)."""
     return bool(ratios) and set(ratios) >= set(range(2, max(ratios) + 1))
