@@ -349,15 +349,15 @@ def run(target: str, draft, args, default_prompt: str) -> int:
 
         try:
             llm = build("lookup" if isinstance(draft, AutoDraft) else draft)
-            if isinstance(draft, AutoDraft):
+            if not args.no_calibrate:  # first: the drafter's choice reads the calibrated curve
+                from pyspec.llama.drafting.calibration import calibrate_once
+
+                calibrate_once(llm, lambda line: print(line, file=sys.stderr, flush=True))
+            if isinstance(draft, AutoDraft):  # (a rebuilt object loads it from the cache)
                 llm = _choose_drafter(llm, target, draft, build)
         except GraphSamplerUnavailable as exc:
             print(f"pyspec: error: {exc}", file=sys.stderr)
             return 2
-        if not args.no_calibrate:
-            from pyspec.llama.drafting.calibration import calibrate_once
-
-            calibrate_once(llm, lambda line: print(line, file=sys.stderr, flush=True))
     if request["grammar"] is not None:
         from pyspec.errors import InvalidRequestError
         from pyspec.llama.model import check_grammar
