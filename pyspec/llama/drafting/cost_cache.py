@@ -29,7 +29,7 @@ from typing import Optional
 
 from pyspec.cache import cache_dir
 from pyspec.errors import InvalidInputError
-from pyspec.llama.drafting.costs import validate_ratios
+from pyspec.llama.drafting.costs import every_size_from_2, validate_ratios
 
 log = logging.getLogger("pyspec")
 FORMAT = 2  # 1: absolute seconds per size (sessions before the online cost model)
@@ -132,11 +132,6 @@ def load_shape(path: Optional[Path]):
 def is_calibrated(path: Path) -> bool:
     """Whether the file holds a valid shape measured at every size (``calibration.py``)."""
     return _read(path)[1]
-
-
-def every_size_from_2(ratios: dict) -> bool:
-    """Whether a shape holds every batch size from 2 to its largest (a calibration's)."""
-    return bool(ratios) and set(ratios) >= set(range(2, max(ratios) + 1))
 
 
 def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) -> None:

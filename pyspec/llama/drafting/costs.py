@@ -63,6 +63,11 @@ def default_prior(n: int) -> float:
     return 0.95 * (1.0 + (n - 1) ** 0.6) + 0.05 * n
 
 
+def every_size_from_2(ratios: dict) -> bool:
+    """Whether a shape holds every batch size from 2 to its largest (a calibration's)."""
+    return bool(ratios) and set(ratios) >= set(range(2, max(ratios) + 1))
+
+
 def validate_ratios(ratios: dict) -> str:
     """Why a batch-cost shape (n -> cost(n) / cost(1)) is implausible ('' when it is fine):
     sizes in [2, MAX_SIZE], finite, at least about one token and at most about n tokens
@@ -127,9 +132,7 @@ class BatchCosts:
         was measured at every size up to its largest, so its dips are real."""
         self._prior_ratios = {int(n): float(r) for n, r in ratios.items() if int(n) >= 2}
         self.prior_source = source
-        self.calibrated = calibrated and set(self._prior_ratios) >= set(
-            range(2, max(self._prior_ratios, default=1) + 1)
-        )  # (cost_cache.every_size_from_2, which imports this module)
+        self.calibrated = calibrated and every_size_from_2(self._prior_ratios)
         self._curve = None
 
     def calibrated_up_to(self, n: int) -> bool:
