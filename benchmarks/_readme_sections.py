@@ -720,7 +720,7 @@ def draftless_table(run: Run) -> list:
             "tokens, below). pyspec's lookup starts from batch costs measured at every draft "
             "length (`SpeculativeLlama.calibrate`, as `pyspec generate` and `serve` do once per "
             "model and setup; not timed here). "
-            if "lookup uncalibrated" in modes
+            if "lookup up to 32" in modes or "lookup uncalibrated" in modes
             else "). "
         )
         + "`llama-bench` tg, llama.cpp's "
@@ -746,14 +746,28 @@ def draftless_table(run: Run) -> list:
             )
             + f"; before the suffix index {s['rate']['lookup before'] / s['rate'][best]:.2f}x; "
             f"memory of earlier requests: {100 * s['memory_hit_rate']:.0f}% of its lookups hit"
-            + (
-                f"; without the calibrated batch costs {s['rate']['lookup uncalibrated']:.2f} "
-                f"tok/s against {s['rate']['lookup']:.2f}."
-                if "lookup uncalibrated" in s["rate"]
-                else "."
-            )
+            + _against_other_lookup(s, best)
         )
     return out
+
+
+def _against_other_lookup(s: dict, best: str) -> str:
+    """The lookup against the variant that ran beside it: drafts up to 32 (session 18 on),
+    or no calibration (session 17's run)."""
+    rate = s["rate"]
+    if "lookup up to 32" in rate:
+        same = s["rate_at_cpp"]
+        return (
+            f"; with drafts up to 32 (the default before) {rate['lookup up to 32']:.2f} tok/s "
+            f"against {rate['lookup']:.2f} (over the tokens {best[4:]} decoded: "
+            f"{same['lookup up to 32'][best]:.2f} against {same['lookup'][best]:.2f})."
+        )
+    if "lookup uncalibrated" in rate:
+        return (
+            f"; without the calibrated batch costs {rate['lookup uncalibrated']:.2f} "
+            f"tok/s against {rate['lookup']:.2f}."
+        )
+    return "."
 
 
 # --- the combined drafters against llama.cpp's draft-simple (bench_draft_peer.py) ---------

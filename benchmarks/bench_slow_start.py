@@ -9,9 +9,12 @@ that dear, a longer one where they are cheap. A new request starts each bucket a
 (``learn_request_start``, the default) where the bucket's first drafts of the last requests
 left it: twice as long after each request whose first draft passed in full; and a bucket
 whose learned start reached 16 may draft up to draft_max (32), the others up to 16
-(``adaptive.UNPROVEN_DRAFT_MAX``). The last rule also starts the controller from the curve
-at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this Zen 4
-build verifies 16 tokens for less than 15).
+(``adaptive.UNPROVEN_DRAFT_MAX``). "and calibrated" also starts the controller from the
+curve at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this
+Zen 4 build verifies 16 tokens for less than 15); "and up to 64" is today's default
+(``adaptive.DEFAULT_DRAFT_MAX``: pyspec.h's limit, llama.cpp's ngram-mod drafts up to 64).
+Curves measured only up to 33 tokens (the Xeon AMX one, the dear one) are extended beyond
+with their last segment's slope (``replay.batch_cost``).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
@@ -35,7 +38,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from bench_draftless import THREADS
+from bench_draftless import MAX_TOKENS, THREADS
 from bench_tree_outlook import recorded_workloads
 
 N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
@@ -64,6 +67,7 @@ RULES = {  # name -> (slow start read in cost, learned start, draft_max, calibra
     "cost, learned start": (True, True, 16, False),
     "and up to 32 once proven": (True, True, 32, False),
     "and calibrated": (True, True, 32, True),
+    "and up to 64": (True, True, 64, True),
 }
 
 
@@ -95,7 +99,10 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     drafter.use_memory(RequestMemory())
     speedups: dict = {}
     for workload, prompt, output in requests:
-        result = replay_lookup(prompt, output, costs, controller=controller, drafter=drafter)
+        # As a request with max_tokens: no draft past the recording's length (from MAX_TOKENS).
+        result = replay_lookup(
+            prompt, output, costs, controller=controller, drafter=drafter, max_tokens=MAX_TOKENS
+        )
         speedups.setdefault(workload, []).append(result.speedup)
     return speedups
 
@@ -133,9 +140,9 @@ def bench_slow_start(benchmark):
 
 
 def measure_curve() -> None:
-    """This build's batch curve for Qwen 1.5B at every size up to 33 (medians of 9
+    """This build's batch curve for Qwen 1.5B at every size up to 65 (medians of 5
     interleaved repetitions, in a process of its own), written to
-    docs/results/batch-curve.json. Run it on a quiet machine (about 5 minutes)."""
+    docs/results/batch-curve.json. Run it on a quiet machine (about 7 minutes)."""
     from pyspec.testing import build_probe
     from pyspec.testing.models import ensure_model
     from pyspec.tools.machine import machine_info, now_iso
@@ -148,9 +155,9 @@ def measure_curve() -> None:
             "--threads",
             str(THREADS),
             "--reps",
-            "9",
+            "5",
             "--sizes",
-            ",".join(map(str, range(1, 34))),  # every size a verify pass of up to 32 drafts has
+            ",".join(map(str, range(1, 66))),  # every size a verify pass of up to 64 drafts has
         ]
     )
     ms = probe["ms_per_batch"]

@@ -730,6 +730,41 @@ def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
     assert all(r.target_seconds > 0 and r.round_seconds >= r.target_seconds for r in seen)
 
 
+def test_no_draft_goes_past_max_tokens(qwen_path):
+    """llama-cpp-python stops reading the loop at max_tokens: a round drafts at most what is
+    left of it but one (the round's own token), so no verified row is thrown away unread.
+    Fixed lengths of 64: without the cap the first round of a copy verifies 64 drafts."""
+    llm = SpeculativeLlama(qwen_path, draft="lookup", draft_max=64, adaptive=False, **KW)
+    controller = llm.speculation.controller
+    seen = []
+
+    def observe(r, real=controller.observe):
+        seen.append(r)
+        real(r)
+
+    controller.observe = observe
+    try:
+        for max_tokens in (20, 3):
+            seen.clear()
+            out = llm.create_completion(EDIT_PROMPT, max_tokens=max_tokens, temperature=0.0)
+            assert out["usage"]["completion_tokens"] == max_tokens
+            emitted = 1  # the prompt's round
+            for r in seen:
+                assert r.verified <= max_tokens - emitted - 1, (max_tokens, emitted, r)
+                emitted += r.emitted
+            assert emitted == max_tokens == llm.speculation.last.emitted
+            assert any(r.verified > 1 for r in seen) == (max_tokens > 3)
+        # generate() called directly knows no max_tokens: its drafts are as long as allowed
+        seen.clear()
+        for i, _ in enumerate(llm.generate(llm.tokenize(EDIT_PROMPT.encode()), temp=0.0)):
+            if i == 8:
+                break
+        assert max(r.verified for r in seen) > 8
+    finally:
+        del controller.observe
+        llm.close()
+
+
 def test_combined_drafters_keep_plain_greedy_text_and_both_draft(
     plain, qwen_path, draft_path, qwen_ties
 ):

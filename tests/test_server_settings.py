@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
 pytest.importorskip("pydantic_settings")
 
+from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.serve import build_parser, load_settings, main
 
 
@@ -48,7 +49,7 @@ def test_config_file_with_a_drafter_per_model(tmp_path):
     assert server.port == 9100 and server.interrupt_requests is False
     assert [(m.model_alias, m.draft, m.draft_max, m.adaptive) for m in models] == [
         ("coder", str(b), 6, True),
-        ("small", "lookup", 32, False),  # the default
+        ("small", "lookup", DEFAULT_DRAFT_MAX, False),  # the default
     ]
 
 

@@ -596,6 +596,7 @@ class Speculation:
             options.prompt_rows,
             options.logprobs_top,
             options.logprobs,
+            max_tokens=options.max_tokens,
         )
         return self._active
 
@@ -649,6 +650,8 @@ class Speculation:
         room = self.n_ctx - self.llama.n_tokens - 1  # KV cells left after the last token
         if room < 0:
             raise PyspecRuntimeError(f"context window of {self.n_ctx} tokens is full")
+        if req.max_tokens is not None:  # a round emits at most its drafts and one token more
+            room = min(room, max(req.max_tokens - req.stats.emitted - 1, 0))
         draft, k = self._draft(req.context, room, req.params, req.constraints)
         plan = Plan(draft, draft.tokens[:k], draft.probs, k)
         if req.constraints is not None:

@@ -122,6 +122,11 @@ class SpeculativeMethods:
                 self, arguments.get("typical_p", 1.0), arguments.get("mirostat_mode", 0)
             )
         )
+        max_tokens = arguments.get(
+            "max_tokens", _COMPLETION_SIGNATURE.parameters["max_tokens"].default
+        )
+        if isinstance(max_tokens, int) and max_tokens > 0:  # (None or <= 0: to the context's end)
+            options.max_tokens = max_tokens
         wants = arguments.get("logprobs") is not None
         if (
             wants

@@ -33,6 +33,9 @@ class CompletionOptions:
     # Why llama-cpp-python's loop decodes this request ('' when pyspec's does): decided once,
     # by create_completion, from its own arguments.
     fallback: str = ""
+    # The most tokens create_completion takes (None: to the context's end): llama-cpp-python
+    # stops reading the loop there, so drafts past it would be verified and thrown away.
+    max_tokens: Optional[int] = None
     # Filled by the loop when logprobs_top is set: (token, RowLogprobs) per emitted token.
     logprobs: list = field(default_factory=list)
 
@@ -72,6 +75,7 @@ class Request:
     graph: object = None  # the in-graph sampler, when this request's rows are sampled there
     first_output: int = 0  # batch index of the last decode's first output row
     prompt_row: Optional[np.ndarray] = None  # the saved prompt row whose address is in use
+    max_tokens: Optional[int] = None  # CompletionOptions.max_tokens
 
     @property
     def n_prompt(self) -> int:

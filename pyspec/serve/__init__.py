@@ -1,6 +1,6 @@
 """``pyspec serve``: llama-cpp-python's OpenAI-compatible server, decoding speculatively.
 
-    pyspec serve -m target.gguf [-md draft.gguf | --lookup] [--draft-max 32] [--port 8000]
+    pyspec serve -m target.gguf [-md draft.gguf | --lookup] [--draft-max 64] [--port 8000]
 
 Every option of ``python -m llama_cpp.server`` works as there (``--n_ctx``, ``--chat_format``,
 ``--api_key``, ``--config_file`` ...), with per-model ``draft``, ``draft_max``, ``draft_min``,

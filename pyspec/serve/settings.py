@@ -68,7 +68,7 @@ class SpeculativeModelSettings(ModelSettings):
         default=True,
         description="When the model loads (at start-up or on a switch), measure the batch costs "
         "at every draft length if the cost cache has none for this model and setup (about "
-        "20 s, once; kept in the cache).",
+        "a minute, once; kept in the cache).",
     )
     logits_all: bool = Field(
         default=False,

@@ -25,6 +25,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX, FREE_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.base import Draft
 from pyspec.llama.drafting.lookup import PromptLookup
 from pyspec.llama.rounds import Round
 from pyspec.llama.stats import SpeculationStats
@@ -62,6 +63,7 @@ def replay_lookup(
     timing: Optional[Callable[[int, int], float]] = None,
     cost_prior: Optional[dict] = None,
     drafter: Optional[PromptLookup] = None,
+    max_tokens: Optional[int] = None,
 ) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
@@ -79,7 +81,9 @@ def replay_lookup(
     (n -> cost(n) / cost(1)) to start from, as the loop does from its cost cache.
     ``drafter``: a PromptLookup to reuse across the requests of a row, as the loop does (with
     ``use_memory``, the memory of earlier requests is searched and each replayed request is
-    stored in it at its end); a fresh one otherwise."""
+    stored in it at its end); a fresh one otherwise. ``max_tokens``: the request asked for at
+    most this many tokens (create_completion's), so no round drafts past it, as in the loop
+    (None: a generation read to its end, the drafts as long as the controller allows)."""
     if not output:
         raise ValueError("replay needs at least one output token")
     if drafter is None:
@@ -97,7 +101,8 @@ def replay_lookup(
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
     while i < len(output):
         context = list(prompt) + list(output[:i])
-        draft = drafter.draft(context, draft_max, None, len(context))
+        room = draft_max if max_tokens is None else min(draft_max, max(max_tokens - i - 1, 0))
+        draft = drafter.draft(context, room, None, len(context)) if room else Draft([])
         k = (
             controller.choose(
                 len(draft.tokens), draft.bucket, draft_cost=0.0, kinds=draft.token_kinds

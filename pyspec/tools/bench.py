@@ -73,7 +73,7 @@ SUITES = {
         ["bench_slow_start.py", "-s"],
         2.0,
         "the slow start's rules (tokens, cost, learned start, drafts of 32 once proven, "
-        "calibrated curve), replayed",
+        "calibrated curve, drafts of 64), replayed",
     ),
     "draft-peer": (
         ["bench_draft_peer.py"],

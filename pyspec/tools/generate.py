@@ -54,7 +54,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
         "--no-calibrate",
         action="store_true",
         help="do not measure the batch costs at every draft length when the cost cache has "
-        "none for this model and setup (about 20 s, once)",
+        "none for this model and setup (about a minute, once)",
     )
     p.add_argument(
         "--reproducible",

@@ -53,13 +53,18 @@ MIN_ROUNDS_FOR_GAIN = 20  # speculative rounds before their gain is recorded for
 PESSIMISM = 0.5
 # Drafts longer than this only from a bucket proven across requests: its first draft passed
 # in full request after request until its learned start (``learn_request_start``) reached
-# this length. Successive edits of one file copy it verbatim, and there one draft of 32
-# costs far less than two of 16 (Zen 4 EPYC: a batch of 33 tokens 12.5-14.4x one token, of
-# 17 tokens 7.9-9.3x); a chat's copies end unpredictably (of its copies that pass 16
-# drafts, a third fail before 32), and drafts of 32 from every bucket lost the chats 1-3%
-# in the replay. Replayed in docs/drafting.md.
+# this length. Successive edits of one file copy it verbatim, and there one long draft
+# costs far less than several short ones (Zen 4 EPYC, Qwen 1.5B, every row's logits kept:
+# per drafted token a batch of 17 costs 0.56 of a one-token pass, of 33 0.40, of 55-64
+# 0.34-0.35); a chat's copies end unpredictably (of its copies that pass 16 drafts, a third
+# fail before 32), and drafts of 32 from every bucket lost the chats 1-3% in the replay.
 UNPROVEN_DRAFT_MAX = 16
-DEFAULT_DRAFT_MAX = 32  # SpeculativeLlama's, pyspec generate's and serve's default
+# SpeculativeLlama's, pyspec generate's and serve's default: pyspec.h's limit. Replayed on
+# the recorded chats and edits (168 tokens each) in this Zen 4's curve measured at every size
+# to 65: edits 1.87x plain with 32, 2.18x with 64 (llama.cpp's ngram-simple drafts up to 48,
+# ngram-mod up to 64); chats unchanged (none of their buckets is proven). Replayed in
+# docs/drafting.md.
+DEFAULT_DRAFT_MAX = 64
 
 
 @dataclass(frozen=True)

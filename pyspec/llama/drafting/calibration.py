@@ -12,9 +12,9 @@ past the dips. A curve measured at every size lets the controller draft 15 inste
 The measurement decodes each size from 2 to ``max_size`` over a short context, in
 ``passes`` interleaved sweeps (a slow moment of the machine then hits every size alike),
 and keeps per size the fastest pass relative to the fastest one-token pass: the load of the
-moment only ever adds time. It takes about 20 s for sizes up to 33 on 2 cores with a 1.5B
-model; the shape goes into the cost cache (``cost_cache.py``), so it is paid once per model
-file, build, CPU and thread setup.
+moment only ever adds time. It takes about 70 s for sizes up to 65 (the default draft_max,
+64; 20 s up to 33) on 2 cores with a 1.5B model; the shape goes into the cost cache
+(``cost_cache.py``), so it is paid once per model file, build, CPU and thread setup.
 """
 
 from __future__ import annotations
