@@ -11,9 +11,10 @@ left it: twice as long after each request whose first draft passed in full; and 
 whose learned start reached 16 may draft up to draft_max (32), the others up to 16
 (``adaptive.UNPROVEN_DRAFT_MAX``). "and calibrated" also starts the controller from the
 curve at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this
-Zen 4 build verifies 16 tokens for less than 15); "and up to 64" is today's default
-(``adaptive.DEFAULT_DRAFT_MAX``: pyspec.h's limit, llama.cpp's ngram-mod drafts up to 64).
-Curves measured only up to 33 tokens (the Xeon AMX one, the dear one) are extended beyond
+Zen 4 build verifies 16 tokens for less than 15); "and up to 64" drafts up to pyspec.h's
+limit (``adaptive.DEFAULT_DRAFT_MAX``; llama.cpp's ngram-mod drafts up to 64), and "and
+unproven too" drops the rule that only a proven bucket drafts past 16: today's default.
+Curves measured only up to 17 tokens (the Xeon AMX one, the dear one) are extended beyond
 with their last segment's slope (``replay.batch_cost``).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
@@ -61,13 +62,15 @@ def curves() -> dict:
     return out
 
 
-RULES = {  # name -> (slow start read in cost, learned start, draft_max, calibrated curve)
-    "tokens": (False, False, 16, False),
-    "cost": (True, False, 16, False),
-    "cost, learned start": (True, True, 16, False),
-    "and up to 32 once proven": (True, True, 32, False),
-    "and calibrated": (True, True, 32, True),
-    "and up to 64": (True, True, 64, True),
+RULES = {  # name -> (slow start read in cost, learned start, draft_max, calibrated curve,
+    # drafts beyond 16 only once proven)
+    "tokens": (False, False, 16, False, True),
+    "cost": (True, False, 16, False, True),
+    "cost, learned start": (True, True, 16, False, True),
+    "and up to 32 once proven": (True, True, 32, False, True),
+    "and calibrated": (True, True, 32, True, True),
+    "and up to 64": (True, True, 64, True, True),
+    "and unproven too": (True, True, 64, True, False),
 }
 
 
@@ -85,14 +88,19 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     one controller, one PromptLookup with its memory of earlier requests."""
     import dataclasses
 
-    from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
+    from pyspec.llama.drafting.adaptive import (
+        FREE_DRAFTER,
+        UNPROVEN_DRAFT_MAX,
+        DraftLengthController,
+    )
     from pyspec.llama.drafting.lookup import PromptLookup
     from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
-    in_cost, learned, draft_max, calibrated = RULES[rule]
+    in_cost, learned, draft_max, calibrated, proven = RULES[rule]
     controller = DraftLengthController(0, draft_max, watch=dataclasses.replace(FREE_DRAFTER))
     controller.slow_start_in_cost, controller.learn_request_start = in_cost, learned
+    controller.unproven_draft_max = UNPROVEN_DRAFT_MAX if proven else None
     if calibrated:
         controller.use_cost_prior(every_size(costs, draft_max + 1), calibrated=True)
     drafter = PromptLookup()

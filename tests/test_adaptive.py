@@ -2,7 +2,12 @@
 
 import numpy as np
 
-from pyspec.llama.drafting.adaptive import WARMUP_PLAIN_ROUNDS, DraftLengthController, WatchPolicy
+from pyspec.llama.drafting.adaptive import (
+    UNPROVEN_DRAFT_MAX,
+    WARMUP_PLAIN_ROUNDS,
+    DraftLengthController,
+    WatchPolicy,
+)
 from pyspec.llama.drafting.costs import default_prior
 
 
@@ -267,10 +272,12 @@ def test_per_token_kinds_cut_a_draft_where_its_source_stops_agreeing():
 
 
 def test_drafts_beyond_16_only_from_a_bucket_proven_across_requests():
-    """A copy that passes from the first draft of request after request (edits of one file)
-    earns drafts up to draft_max (32); until then, and for a bucket whose first draft of a
-    request failed, drafts stop at UNPROVEN_DRAFT_MAX (16), however cheap the batch."""
+    """With the rule of sessions 16-17 (``unproven_draft_max``): a copy that passes from the
+    first draft of request after request (edits of one file) earns drafts up to draft_max
+    (32); until then, and for a bucket whose first draft of a request failed, drafts stop at
+    UNPROVEN_DRAFT_MAX (16), however cheap the batch."""
     c = DraftLengthController(0, 32, watch=WatchPolicy(shadowed=True))
+    c.unproven_draft_max = UNPROVEN_DRAFT_MAX
     seed_costs(c, {n: 1.0 + 0.01 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)})
     c.slow_start_in_cost = False  # the limits as token counts: what this test states
     for _ in range(WARMUP_PLAIN_ROUNDS):
@@ -299,6 +306,28 @@ def test_drafts_beyond_16_only_from_a_bucket_proven_across_requests():
         k = c.choose(32, "copy", draft_cost=0.0)
         c.record_acceptance(k, k, "copy")
     assert c.choose(32, "copy", draft_cost=0.0) == 16  # ... leaves the copy unproven again
+
+
+def test_a_copy_that_keeps_passing_drafts_past_16_in_its_first_request():
+    """By default no bucket needs to be proven across requests: in a fresh controller's first
+    request a copy's drafts double with every round that passes in full, past 16 to
+    draft_max, and fall back to twice what passed when one fails."""
+    c = DraftLengthController(0, 64, watch=WatchPolicy(shadowed=True))
+    assert c.unproven_draft_max is None
+    seed_costs(c, {n: 1.0 + 0.01 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33, 65)})
+    c.slow_start_in_cost = False  # the limits as token counts
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(64, "copy", draft_cost=0.0)
+    for _ in range(30):
+        c.record_acceptance(4, 4, "copy")
+    c._limit["copy"] = 2  # a slow start from 2 drafts, as after a rejection
+    lengths = []
+    for _ in range(6):
+        lengths.append(c.choose(64, "copy", draft_cost=0.0))
+        c.record_acceptance(lengths[-1], lengths[-1], "copy")
+    assert lengths == [2, 4, 8, 16, 32, 64], lengths
+    c.record_acceptance(64, 5, "copy")
+    assert c.choose(64, "copy", draft_cost=0.0) == 10
 
 
 # A Zen 4 EPYC's curve for Qwen2.5-Coder 1.5B Q4_K_M on 2 threads (one token = 1): the

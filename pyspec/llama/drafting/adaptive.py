@@ -51,19 +51,21 @@ MIN_ROUNDS_FOR_GAIN = 20  # speculative rounds before their gain is recorded for
 # of 8 costs 4 tokens' time), while beside the counts of a long copy (a round that passes 16
 # drafts adds 16) the half weighs little.
 PESSIMISM = 0.5
-# Drafts longer than this only from a bucket proven across requests: its first draft passed
-# in full request after request until its learned start (``learn_request_start``) reached
-# this length. Successive edits of one file copy it verbatim, and there one long draft
-# costs far less than several short ones (Zen 4 EPYC, Qwen 1.5B, every row's logits kept:
-# per drafted token a batch of 17 costs 0.56 of a one-token pass, of 33 0.40, of 55-64
-# 0.34-0.35); a chat's copies end unpredictably (of its copies that pass 16 drafts, a third
-# fail before 32), and drafts of 32 from every bucket lost the chats 1-3% in the replay.
+# Until session 18, drafts longer than this came only from a bucket proven across requests
+# (its first draft passed in full request after request until its learned start reached
+# this length): of a chat's copies that pass 16 drafts a third fail before 32, and drafts of
+# 32 from every bucket had lost the chats 1-3% in the replay. That replay verified drafts
+# past the end of each recording, as the loop did past max_tokens; with both capped
+# (Request.max_tokens, replay_lookup(max_tokens=...)) the rule costs the chats 1.5-2% on
+# this Zen 4's curve and 0.3-1.7% on the dear one, and the edits 2-4% (docs/drafting.md), so
+# it is off (DraftLengthController.unproven_draft_max None); the replay keeps it for the
+# comparison.
 UNPROVEN_DRAFT_MAX = 16
 # SpeculativeLlama's, pyspec generate's and serve's default: pyspec.h's limit. Replayed on
 # the recorded chats and edits (168 tokens each) in this Zen 4's curve measured at every size
-# to 65: edits 1.87x plain with 32, 2.18x with 64 (llama.cpp's ngram-simple drafts up to 48,
-# ngram-mod up to 64); chats unchanged (none of their buckets is proven). Replayed in
-# docs/drafting.md.
+# to 65, with the rule above: edits 1.87x plain with 32, 2.18x with 64 (llama.cpp's
+# ngram-simple drafts up to 48, ngram-mod up to 64), chats unchanged; without the rule,
+# edits 2.30x and chats 1.062x -> 1.079x. Replayed in docs/drafting.md.
 DEFAULT_DRAFT_MAX = 64
 
 
@@ -147,6 +149,9 @@ class DraftLengthController:
         # at once keeps it. (False: every request starts at 2, the rule before.)
         self.learn_request_start = True
         self._request_start: dict = {}  # bucket -> limit a new request starts it at
+        # Drafts longer than this only from a bucket whose learned start reached it (None:
+        # no such rule, the default; UNPROVEN_DRAFT_MAX: the rule of sessions 16-17).
+        self.unproven_draft_max: Optional[int] = None
         self._checked: set = set()  # buckets whose first draft of this request was checked
         # The limit read as the extra cost its drafts have in the default prior (False: as
         # a token count, the rule before; kept for the replayed comparison of the two).
@@ -520,8 +525,11 @@ class DraftLengthController:
             return 0, f"room for {limit} drafts, below draft_min {self.draft_min}"
         if self.fixed:
             return hi, "fixed draft length"
-        if self._request_start.get(bucket, 2) < UNPROVEN_DRAFT_MAX or not self.learn_request_start:
-            hi = min(hi, max(UNPROVEN_DRAFT_MAX, self.draft_min))
+        cap = self.unproven_draft_max
+        if cap is not None and (
+            self._request_start.get(bucket, 2) < cap or not self.learn_request_start
+        ):
+            hi = min(hi, max(cap, self.draft_min))
         hi = max(min(hi, self._slow_start_limit(bucket, hi)), self.draft_min)
         if self._warmup_plain > 0:
             self._warmup_plain -= 1
