@@ -13,7 +13,9 @@ whose learned start reached 16 may draft up to draft_max (32), the others up to 
 curve at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this
 Zen 4 build verifies 16 tokens for less than 15); "and up to 64" drafts up to pyspec.h's
 limit (``adaptive.DEFAULT_DRAFT_MAX``; llama.cpp's ngram-mod drafts up to 64), and "and
-unproven too" drops the rule that only a proven bucket drafts past 16: today's default.
+unproven too" drops the rule that only a proven bucket drafts past 16, and "and proven
+counts kept" lets a new request keep as many of a bucket's observations as its learned start
+(``keep_proven_counts``): today's default.
 Curves measured only up to 17 tokens (the Xeon AMX one, the dear one) are extended beyond
 with their last segment's slope (``replay.batch_cost``).
 
@@ -63,14 +65,15 @@ def curves() -> dict:
 
 
 RULES = {  # name -> (slow start read in cost, learned start, draft_max, calibrated curve,
-    # drafts beyond 16 only once proven)
-    "tokens": (False, False, 16, False, True),
-    "cost": (True, False, 16, False, True),
-    "cost, learned start": (True, True, 16, False, True),
-    "and up to 32 once proven": (True, True, 32, False, True),
-    "and calibrated": (True, True, 32, True, True),
-    "and up to 64": (True, True, 64, True, True),
-    "and unproven too": (True, True, 64, True, False),
+    # drafts beyond 16 only once proven, a proven bucket's counts kept at its learned start)
+    "tokens": (False, False, 16, False, True, False),
+    "cost": (True, False, 16, False, True, False),
+    "cost, learned start": (True, True, 16, False, True, False),
+    "and up to 32 once proven": (True, True, 32, False, True, False),
+    "and calibrated": (True, True, 32, True, True, False),
+    "and up to 64": (True, True, 64, True, True, False),
+    "and unproven too": (True, True, 64, True, False, False),
+    "and proven counts kept": (True, True, 64, True, False, True),
 }
 
 
@@ -97,10 +100,11 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
-    in_cost, learned, draft_max, calibrated, proven = RULES[rule]
+    in_cost, learned, draft_max, calibrated, proven, keep_counts = RULES[rule]
     controller = DraftLengthController(0, draft_max, watch=dataclasses.replace(FREE_DRAFTER))
     controller.slow_start_in_cost, controller.learn_request_start = in_cost, learned
     controller.unproven_draft_max = UNPROVEN_DRAFT_MAX if proven else None
+    controller.keep_proven_counts = keep_counts
     if calibrated:
         controller.use_cost_prior(every_size(costs, draft_max + 1), calibrated=True)
     drafter = PromptLookup()
