@@ -13,9 +13,9 @@ whose learned start reached 16 may draft up to draft_max (32), the others up to 
 curve at every size as ``SpeculativeLlama.calibrate`` measures it (its dips believed: this
 Zen 4 build verifies 16 tokens for less than 15); "and up to 64" drafts up to pyspec.h's
 limit (``adaptive.DEFAULT_DRAFT_MAX``; llama.cpp's ngram-mod drafts up to 64), and "and
-unproven too" drops the rule that only a proven bucket drafts past 16, and "and proven
-counts kept" lets a new request keep as many of a bucket's observations as its learned start
-(``keep_proven_counts``): today's default.
+unproven too" drops the rule that only a proven bucket drafts past 16 (today's default);
+"and proven counts kept" also lets a new request keep as many of a bucket's observations as
+its learned start (``keep_proven_counts``, off: it costs the chats when edits come first).
 Curves measured only up to 17 tokens (the Xeon AMX one, the dear one) are extended beyond
 with their last segment's slope (``replay.batch_cost``).
 

@@ -331,10 +331,13 @@ def test_a_copy_that_keeps_passing_drafts_past_16_in_its_first_request():
 
 
 def test_a_bucket_proven_across_requests_keeps_its_acceptance_at_a_new_request():
-    """A new request keeps 4 observations of a bucket (at most 4 / 4.5 = 0.89 acceptance),
-    except a bucket whose first drafts passed request after request: it keeps as many as its
-    learned start, and so do its drafts' kinds. A bucket that just failed keeps 4."""
+    """With keep_proven_counts (off by default), a new request keeps 4 observations of a
+    bucket (at most 4 / 4.5 = 0.89 acceptance), except a bucket whose first drafts passed
+    request after request: it keeps as many as its learned start, and so do its drafts'
+    kinds. A bucket that just failed keeps 4."""
     c = DraftLengthController(0, 64, watch=WatchPolicy(shadowed=True))
+    assert c.keep_proven_counts is False
+    c.keep_proven_counts = True
     for _ in range(6):  # requests whose first copy passed in full, and whose copy went on
         c.record_token_kinds(["copy"] * 40, 40, "copy")
         c.record_acceptance(40, 40, "copy")
@@ -343,7 +346,7 @@ def test_a_bucket_proven_across_requests_keeps_its_acceptance_at_a_new_request()
     assert c._request_start["copy"] == 64 and c._request_start["guess"] == 2
     assert c.acceptance("copy") > 0.99 and c.kind_acceptance("copy", "copy") > 0.99
     assert c.acceptance("guess") < 0.89
-    c.keep_proven_counts = False  # the rule before: 4 observations for every bucket
+    c.keep_proven_counts = False  # the default: 4 observations for every bucket
     c.record_acceptance(40, 40, "copy")
     c.new_request()
     assert 0.88 < c.acceptance("copy") < 0.89

@@ -154,8 +154,10 @@ class DraftLengthController:
         # no such rule, the default; UNPROVEN_DRAFT_MAX: the rule of sessions 16-17).
         self.unproven_draft_max: Optional[int] = None
         # A new request keeps as many of a bucket's observations as its learned start
-        # (new_request; False: 4 for every bucket, the rule before session 18).
-        self.keep_proven_counts = True
+        # (new_request). Off: replayed in bench_draftless's order (chats, then the edits) it
+        # gained the edits 3-11%, but with the edits first or among the chats it cost the
+        # chats 0.4-0.9% and one chat fell from 0.92x to 0.80x plain (docs/drafting.md).
+        self.keep_proven_counts = False
         self._checked: set = set()  # buckets whose first draft of this request was checked
         # The limit read as the extra cost its drafts have in the default prior (False: as
         # a token count, the rule before; kept for the replayed comparison of the two).
@@ -364,12 +366,12 @@ class DraftLengthController:
         a rejection), so the new text's first rejections count at once; measured costs are
         kept.
 
-        A bucket whose first drafts passed in full request after request (its learned start,
-        ``learn_request_start``) keeps as many observations as that start, and so do the
-        kinds of its drafts: with 4, the acceptance a new request starts from is at most
-        4 / (4 + PESSIMISM) = 0.89, at which a CPU whose batches cost nearly their tokens
-        drafts 4 where successive edits of one file pass 60 (replayed in docs/drafting.md:
-        edits +3% to +11% on three curves, chats -0.2% to -0.7%)."""
+        With ``keep_proven_counts`` (off by default), a bucket whose first drafts passed in
+        full request after request (its learned start, ``learn_request_start``) keeps as
+        many observations as that start, and so do the kinds of its drafts: with 4, the
+        acceptance a new request starts from is at most 4 / (4 + PESSIMISM) = 0.89, at which
+        a CPU whose batches cost nearly their tokens drafts 4 where successive edits of one
+        file pass 60 (replayed in docs/drafting.md)."""
         starts = self._request_start if self.learn_request_start else {}
 
         def kept(bucket) -> float:
