@@ -1,6 +1,7 @@
 """SpeculativeLlama on real GGUF models: same outputs as plain llama-cpp-python, exact
 distributions, consistent KV bookkeeping, clear errors."""
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -704,10 +705,10 @@ def test_logprobs_are_answered_while_speculating(gemma_path, stream, batch_noise
     spec.close()
 
 
-def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
-    """The loop gives the cost model and the statistics the same Round, one per round: what
-    the statistics count is what the controller learned from."""
-    controller = spec_lookup.speculation.controller
+@contextlib.contextmanager
+def recorded_rounds(llm):
+    """Every Round the loop gives ``llm``'s cost model while the block runs, in a list."""
+    controller = llm.speculation.controller
     seen = []
 
     def observe(r, real=controller.observe):
@@ -716,9 +717,16 @@ def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
 
     controller.observe = observe
     try:
-        spec_lookup.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
+        yield seen
     finally:
         del controller.observe
+
+
+def test_each_round_of_the_loop_is_one_round_record(spec_lookup):
+    """The loop gives the cost model and the statistics the same Round, one per round: what
+    the statistics count is what the controller learned from."""
+    with recorded_rounds(spec_lookup) as seen:
+        spec_lookup.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
     stats = spec_lookup.speculation.last
     assert len(seen) == stats.verify_steps + stats.plain_steps > 0
     assert sum(r.verified for r in seen if r.batch > 1) == stats.drafted > 0
@@ -735,15 +743,7 @@ def test_no_draft_goes_past_max_tokens(qwen_path):
     left of it but one (the round's own token), so no verified row is thrown away unread.
     Fixed lengths of 64: without the cap the first round of a copy verifies 64 drafts."""
     llm = SpeculativeLlama(qwen_path, draft="lookup", draft_max=64, adaptive=False, **KW)
-    controller = llm.speculation.controller
-    seen = []
-
-    def observe(r, real=controller.observe):
-        seen.append(r)
-        real(r)
-
-    controller.observe = observe
-    try:
+    with contextlib.closing(llm), recorded_rounds(llm) as seen:
         for max_tokens in (20, 3):
             seen.clear()
             out = llm.create_completion(EDIT_PROMPT, max_tokens=max_tokens, temperature=0.0)
@@ -760,9 +760,6 @@ def test_no_draft_goes_past_max_tokens(qwen_path):
             if i == 8:
                 break
         assert max(r.verified for r in seen) > 8
-    finally:
-        del controller.observe
-        llm.close()
 
 
 def test_combined_drafters_keep_plain_greedy_text_and_both_draft(
