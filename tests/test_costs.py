@@ -53,6 +53,29 @@ def test_measured_sizes_override_the_prior():
     assert costs.predict(5) < costs.predict(9) <= costs.predict(17)
 
 
+def test_what_is_cached_between_passes_follows_every_pass_and_a_new_prior():
+    """The medians, the prior's shape and the curve are kept between passes (the loop asks
+    for them many times a round); each must follow a new pass of its size, and the shape a
+    new prior, exactly as a model built afresh from the same inputs."""
+    inputs = [(1, 0.02), (1, 0.021), (9, 0.06), (1, 0.019), (9, 0.07), (5, 0.05)]
+    cached = BatchCosts(max_n=17)
+    for i, (n, seconds) in enumerate(inputs):
+        cached.observe(n, seconds)
+        [cached.predict(m) for m in range(1, 18)]  # fill every cache before the next pass
+        fresh = BatchCosts(max_n=17)
+        for m, t in inputs[: i + 1]:
+            fresh.observe(m, t)
+        assert [cached.predict(m) for m in range(1, 18)] == [
+            fresh.predict(m) for m in range(1, 18)
+        ], f"after pass {i}"
+    shape = {n: 1.0 + 0.3 * (n - 1) for n in range(2, 18)}
+    cached.use_prior(shape, calibrated=True)
+    fresh.use_prior(shape, calibrated=True)
+    assert cached.prior(9) == pytest.approx(shape[9])
+    assert [cached.predict(m) for m in range(1, 18)] == [fresh.predict(m) for m in range(1, 18)]
+    assert cached.per_token() == pytest.approx(float(np.median([0.02, 0.021, 0.019])))
+
+
 def test_a_measured_size_tells_how_dear_the_sizes_not_measured_are():
     # An AMX build batches 3 tokens at 1.52x one token where the prior says 2.54x; the
     # sizes a chat's few verify rounds never tried must not keep the prior's costs.
