@@ -755,7 +755,12 @@ def _against_other_lookup(s: dict, best: str) -> str:
     """The lookup against the variant that ran beside it: drafts up to 32 (session 18 on),
     or no calibration (session 17's run)."""
     rate = s["rate"]
-    if "lookup up to 32" in rate:
+    if "lookup up to 32" in rate and "lookup up to 32" not in s["rate_at_cpp"]:
+        return (
+            f"; with drafts up to 32 (the default before) {rate['lookup up to 32']:.2f} tok/s "
+            f"against {rate['lookup']:.2f}."
+        )
+    if "lookup up to 32" in rate:  # runs before session 20: both over the C++ tokens
         same = s["rate_at_cpp"]
         return (
             f"; with drafts up to 32 (the default before) {rate['lookup up to 32']:.2f} tok/s "

@@ -42,9 +42,14 @@ def bench_draft_model_peer(benchmark, monkeypatch):
         "plain": plain,
         "lookup + draft model": SpeculativeLlama(target, draft=["lookup", draft], **common),
     }
-    # Batch costs at every draft length, as pyspec generate/serve measure them once per
-    # model and setup (not timed here).
-    python_modes["lookup + draft model"].calibrate(progress=print)
+    # The same setup asked for as many tokens as the C++ tool decoded (bench_draftless's
+    # run_requests). Batch costs at every draft length, as pyspec generate/serve measure
+    # them once per model and setup (not timed here).
+    same_tokens = {
+        "lookup + draft model": SpeculativeLlama(target, draft=["lookup", draft], **common)
+    }
+    for llm in (python_modes["lookup + draft model"], same_tokens["lookup + draft model"]):
+        llm.calibrate(progress=print)
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draft-peer-"))
@@ -52,7 +57,15 @@ def bench_draft_model_peer(benchmark, monkeypatch):
     def run_all():
         modes = list(MODES)
         return run_requests(
-            workloads, modes, plain, python_modes, tools, target, workdir, ("-md", draft)
+            workloads,
+            modes,
+            plain,
+            python_modes,
+            tools,
+            target,
+            workdir,
+            ("-md", draft),
+            same_tokens=same_tokens,
         )
 
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
@@ -71,6 +84,7 @@ def bench_draft_model_peer(benchmark, monkeypatch):
         )
         s["costly_steps"] = sum(r["lookup + draft model"]["costly_steps"] for r in mine)
     python_modes["lookup + draft model"].close()
+    same_tokens["lookup + draft model"].close()
     plain.close()
     benchmark.extra_info.update(
         max_tokens=MAX_TOKENS, threads=THREADS, modes=list(MODES), rows=rows, summary=summary

@@ -14,13 +14,20 @@ mode (the chat template rendered once, as llama-cpp-python renders it). Per requ
 - ``llama-bench`` tg once per run: the C++ plain decode rate (the tool has no plain mode:
   ``--spec-type none`` refuses to start).
 
-The Python modes decode up to PYTHON_TOKENS (168): their rate and seconds are those of their
-first MAX_TOKENS (96), and their rate over as many tokens as each C++ mode decoded (the C++
-tool goes past its limit to the end of its last accepted draft, up to 161) is kept beside
-it; their drafted/accepted counts, and what the memory keeps of each request, cover all 168.
-pyspec's lookup is calibrated first (``SpeculativeLlama.calibrate``, not timed), and the
-same lookup with drafts up to 32 (the default before session 18, calibrated too) runs beside
-it: what the drafts up to 64 change.
+Every speculative Python mode is asked for MAX_TOKENS (96) tokens as ``create_completion(
+max_tokens=96)`` asks the loop (``CompletionOptions.max_tokens``: a round drafts at most what
+is left of the request but one), and its rate, seconds and drafted/accepted counts are those
+of the 96. Plain llama-cpp-python decodes up to PYTHON_TOKENS (168), one token a round, and its
+rate is taken over the first 96. llama.cpp's tool decodes past its limit to the end of its last
+accepted draft (up to 161 tokens for 96 asked) and reports its rate over all of them, so a
+second lookup object, alive through the run beside the first, is asked after the C++ modes
+for as many tokens as the request's best C++ mode decoded: ``rate_at_cpp``, pyspec's rate over
+the same tokens. (Until session 20 that rate was read off one lookup run uncapped to 168
+tokens, where the round that crosses the count counts whole: on the code edits a draft of
+47 tokens verified for the last few, 0.7 s of a 2.3 s request.) pyspec's lookup is calibrated
+first (``SpeculativeLlama.calibrate``, not timed), and the same lookup with drafts up to 32
+(the default before session 18, calibrated too) runs beside it: what the drafts up to 64
+change.
 
 Modes run in turn, in the opposite order for every other request, so a drifting load hits
 all. The Python objects live through the whole run (a server's life): the memory fills with
@@ -43,8 +50,8 @@ import numpy as np
 N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
 MAX_TOKENS = 96
 # llama.cpp's tool decodes past its limit to the end of its last accepted draft (up to 161
-# tokens for 96 asked): the Python modes decode this far too, so that each C++ mode's rate
-# can be set against theirs over the same number of tokens (``rate_at_cpp``).
+# tokens for 96 asked): plain llama-cpp-python decodes this far, one token a round, so that
+# its rate over as many tokens as each C++ mode decoded reads off its own timestamps.
 PYTHON_TOKENS = 168
 THREADS = 2
 CPP_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
@@ -69,23 +76,30 @@ def rate_over(stamps: list, n: int) -> float:
     return (n - 1) / (stamps[n - 1] - stamps[0]) if n > 1 else 0.0
 
 
-def run_python(llm, prompt_ids: list) -> dict:
-    """One greedy request up to PYTHON_TOKENS; its rate and seconds are those of its first
-    MAX_TOKENS tokens, and ``_stamps`` (each token's time) lets ``run_requests`` take its
-    rate over as many tokens as a C++ mode decoded."""
+def run_python(llm, prompt_ids: list, limit: int = MAX_TOKENS) -> dict:
+    """One greedy request. A speculative object is asked for ``limit`` tokens as
+    ``create_completion(max_tokens=limit)`` asks its loop (no draft verified past them);
+    plain llama-cpp-python, one token a round, decodes up to PYTHON_TOKENS. Its rate and
+    seconds are those of its first MAX_TOKENS tokens, and ``_stamps`` (each token's time) lets
+    ``run_requests`` take a rate over as many tokens as a C++ mode decoded."""
+    from pyspec.llama.request import CompletionOptions, asking
+
     stamps = []
     spec = getattr(llm, "speculation", None)
     last = spec.last if spec is not None else None
+    stop = limit if spec is not None else PYTHON_TOKENS
     t0 = time.perf_counter()
-    for tok in llm.generate(prompt_ids, temp=0.0):
-        stamps.append(time.perf_counter())
-        if len(stamps) == PYTHON_TOKENS or llm.token_eos() == tok:
-            break
+    with asking(CompletionOptions(max_tokens=stop)):
+        for tok in llm.generate(prompt_ids, temp=0.0):
+            stamps.append(time.perf_counter())
+            if len(stamps) == stop or llm.token_eos() == tok:
+                break
     total = time.perf_counter() - t0
+    shown = min(limit, MAX_TOKENS, len(stamps))
     out = {
-        "rate": rate_over(stamps, MAX_TOKENS),
-        "seconds": stamps[min(MAX_TOKENS, len(stamps)) - 1] - t0,
-        "tokens": min(MAX_TOKENS, len(stamps)),
+        "rate": rate_over(stamps, shown),
+        "seconds": stamps[shown - 1] - t0,
+        "tokens": shown,
         "_stamps": stamps,
     }
     if spec is not None:
@@ -122,10 +136,20 @@ def _geo(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else 0.0
 
 
-def run_requests(workloads, modes, plain, python_modes, tools, target, workdir, cpp_extra=()):
+def run_requests(
+    workloads, modes, plain, python_modes, tools, target, workdir, cpp_extra=(), same_tokens=None
+):
     """Every request in every mode, the modes in turn and in the opposite order for every
     other request (a drifting load hits all): one row per request, a result per mode. The
-    C++ modes get the same prompt text (its token count is checked equal)."""
+    C++ modes get the same prompt text (its token count is checked equal).
+
+    ``same_tokens`` maps a speculative Python mode to a second object of the same setup,
+    alive through the run: after the C++ modes it is asked for as many tokens as the
+    request's best C++ mode decoded, and its timestamps give the mode's ``rate_at_cpp``
+    (a rate over the C++ modes' token counts, no round verified past the largest). Plain
+    llama-cpp-python's comes from its own timestamps; the other speculative modes, asked
+    for MAX_TOKENS, have none."""
+    same_tokens = same_tokens or {}
     from _llama_cpp_tools import run_speculative
 
     rows = []
@@ -152,11 +176,19 @@ def run_requests(workloads, modes, plain, python_modes, tools, target, workdir, 
             else:
                 got = run_python(python_modes[mode], ids)
             row[mode] = got
+        cpp = [m for m in modes if m.startswith("c++ ")]
+        best = max(cpp, key=lambda m: row[m]["rate"])
         for mode in python_modes:  # each over as many tokens as each C++ mode decoded
             stamps = row[mode].pop("_stamps")
-            row[mode]["rate_at_cpp"] = {
-                m: rate_over(stamps, row[m]["tokens"]) for m in modes if m.startswith("c++ ")
-            }
+            if mode in same_tokens:
+                twin = run_python(same_tokens[mode], ids, limit=row[best]["tokens"])
+                stamps = twin["_stamps"]
+                row[mode]["same_tokens_run"] = {
+                    k: v for k, v in twin.items() if k in ("drafted", "accepted", "rounds")
+                } | {"asked": row[best]["tokens"], "decoded": len(stamps)}
+            elif getattr(python_modes[mode], "speculation", None) is not None:
+                continue  # asked for MAX_TOKENS: nothing past them to rate
+            row[mode]["rate_at_cpp"] = {m: rate_over(stamps, row[m]["tokens"]) for m in cpp}
         rows.append(row)
         print(
             f"\n{workload} {rid} ({len(ids)} tokens): "
@@ -180,7 +212,7 @@ def summarise(rows, modes) -> dict:
             "rate_at_cpp": {
                 m: {c: _geo([r[m]["rate_at_cpp"][c] for r in mine]) for c in cpp}
                 for m in modes
-                if not m.startswith("c++ ")
+                if all("rate_at_cpp" in r[m] for r in mine)
             },
             "acceptance": {
                 m: sum(r[m].get("accepted", 0) for r in mine)
@@ -222,8 +254,11 @@ def bench_draftless_modes(benchmark, monkeypatch):
     python_modes["lookup up to 32"] = SpeculativeLlama(
         target, draft="lookup", draft_max=32, **common
     )
-    for mode in ("lookup", "lookup up to 32"):
-        print("\n" + str(python_modes[mode].calibrate(progress=print)), flush=True)
+    # The lookup asked for as many tokens as each request's best C++ mode decoded: a second
+    # object (its memory sees every request once, as the first's does), calibrated alike.
+    same_tokens = {"lookup": SpeculativeLlama(target, draft="lookup", **common)}
+    for llm in (python_modes["lookup"], python_modes["lookup up to 32"], same_tokens["lookup"]):
+        print("\n" + str(llm.calibrate(progress=print)), flush=True)
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
@@ -231,7 +266,9 @@ def bench_draftless_modes(benchmark, monkeypatch):
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draftless-"))
 
     def run_all():
-        return run_requests(workloads, modes, plain, python_modes, tools, target, workdir)
+        return run_requests(
+            workloads, modes, plain, python_modes, tools, target, workdir, same_tokens=same_tokens
+        )
 
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
@@ -260,7 +297,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
                 ),
             }
         )
-    for name, m in python_modes.items():
+    for name, m in [*python_modes.items(), *same_tokens.items()]:
         if name != "plain":
             m.close()
     plain.close()
