@@ -4,11 +4,13 @@ import numpy as np
 
 from pyspec.llama.drafting.adaptive import (
     UNPROVEN_DRAFT_MAX,
+    UNSURE_BELOW,
     WARMUP_PLAIN_ROUNDS,
     DraftLengthController,
     WatchPolicy,
 )
 from pyspec.llama.drafting.costs import default_prior
+from pyspec.llama.rounds import Round
 
 
 def seed_costs(c, costs: dict) -> None:
@@ -377,3 +379,48 @@ def test_a_calibrated_curve_drafts_the_length_whose_batch_is_cheap():
             c.choose(16, "copy", draft_cost=0.0)
         chosen[calibrated] = c.choose(16, "copy", draft_cost=0.0)
     assert chosen == {True: 15, False: 6}
+
+
+def _sure_copy():
+    """A watched copy bucket whose drafts pass: with batches this cheap it drafts long."""
+    c = _shadowed(lambda n: 1.0 + 0.1 * (n - 1))
+    assert c.unsure_below is None  # the rule is off by default
+    c.unsure_below = UNSURE_BELOW
+    for _ in range(20):
+        c.record_acceptance(8, 8, "copy")
+    assert c.choose(16, "copy", draft_cost=0.0) > 0
+    return c
+
+
+def test_a_free_draft_is_held_back_while_the_target_is_unsure():
+    c = _sure_copy()
+    sure = c.choose(16, "copy", draft_cost=0.0, confidence=UNSURE_BELOW + 0.01)
+    assert sure == c.choose(16, "copy", draft_cost=0.0, confidence=None) > 0
+    assert c.choose(16, "copy", draft_cost=0.0, confidence=UNSURE_BELOW - 0.01) == 0
+    assert "target" in c.last_reason and c.last_expected == 1.0
+    c.unsure_below = None  # the rule off: the same confidence drafts as before
+    assert c.choose(16, "copy", draft_cost=0.0, confidence=0.01) == sure
+    fixed = DraftLengthController(4, 4, fixed=True)  # fixed lengths promise their length
+    assert fixed.choose(16, confidence=0.01) == 4
+
+
+def _missed() -> Round:
+    """A plain round (one token, at the one-token cost) whose draft's first token missed."""
+    return Round(bucket="copy", target_seconds=1.0, round_seconds=1.0, shadow_match=False)
+
+
+def test_a_draft_held_back_while_unsure_teaches_its_bucket_nothing():
+    """Its plain round's shadow check is dropped: the bucket keeps the acceptance of the
+    drafts it verifies, and is not taught that of unsure moments."""
+    held, watched = _sure_copy(), _sure_copy()
+    for _ in range(30):
+        assert held.choose(16, "copy", draft_cost=0.0, confidence=0.1) == 0
+        held.observe(_missed())
+        watched.choose(16, "copy", draft_cost=0.0)
+        watched.observe(_missed())
+    assert held.acceptance("copy") > 0.9 > 0.5 > watched.acceptance("copy")
+    # a plain round chosen for any other reason still records its check
+    held.choose(0, "copy", draft_cost=0.0, confidence=0.1)  # no room: not held back
+    before = held.acceptance("copy")
+    held.observe(_missed())
+    assert held.acceptance("copy") < before

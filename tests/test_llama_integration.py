@@ -20,6 +20,7 @@ from pyspec.llama import (
     enable_speculation,
 )
 from pyspec.llama.batch_decoder import BatchDecoder
+from pyspec.llama.drafting.adaptive import UNSURE_BELOW
 from pyspec.llama.request import current_options
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
@@ -812,3 +813,34 @@ def test_combined_drafters_under_the_cost_model(plain, qwen_path, draft_path, qw
         assert "draft-model:" in spec.last.cost_model
     finally:
         llm.close()
+
+
+def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, qwen_ties):
+    """With the unsure rule on, before each free draft the controller gets the smallest
+    probability the target gave its last few tokens; where every moment counts as unsure,
+    nothing is verified and the text is the same (but at a near-tie of this build's batched
+    rows). Off (the default), no row is read for it."""
+    llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
+    with contextlib.closing(llm):
+        controller = llm.speculation.controller
+        seen = []
+        llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
+        assert controller.unsure_below is None
+        assert len(llm.speculation.last_request.confidence) == 0
+        controller.unsure_below = UNSURE_BELOW
+
+        def choose(*args, confidence=None, real=controller.choose, **kwargs):
+            seen.append(confidence)
+            return real(*args, confidence=confidence, **kwargs)
+
+        controller.choose = choose
+        sure = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
+        assert llm.speculation.last.drafted > 0
+        assert seen and all(c is not None and 0.0 < c <= 1.0 for c in seen), seen
+        assert min(seen) < 1.0  # probabilities, not a constant
+        controller.unsure_below = 1.01
+        unsure = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
+        assert llm.speculation.last.drafted == 0
+        texts = [out["choices"][0]["text"] for out in (unsure, sure)]
+        prompt = plain.tokenize(EDIT_PROMPT.encode(), special=True)
+        compare_texts(plain, prompt, *texts, qwen_ties, "unsure against sure")

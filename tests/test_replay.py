@@ -8,11 +8,13 @@ controller on them gives the speedup the loop reaches when nothing but the model
 counts; benchmarks/bench_generation.py measures the wall-clock figure.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from pyspec.llama.drafting.adaptive import FREE_DRAFTER, UNSURE_BELOW, DraftLengthController
 from pyspec.testing.replay import batch_cost, replay_lookup
 
 DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
@@ -167,3 +169,33 @@ def test_a_row_of_requests_can_share_the_drafter_and_its_memory():
     # without the shared drafter the second request knows nothing of the first
     alone = replay_lookup(g["prompt"], g["output"], costs, controller=first.controller)
     assert alone.accepted < again.accepted
+
+
+def test_the_targets_confidence_reaches_the_controller_in_the_replay():
+    """Per output token the probability the target gave it: the controller sees the smallest
+    of the last few before each draft. Sure of every token, the replay drafts as without it;
+    unsure of one, the drafts wait until it has left the window."""
+    g = GENERATIONS["gemma-repeat-greedy"]
+
+    def replay(confidence):
+        watch = dataclasses.replace(FREE_DRAFTER, shadowed=True)
+        controller = DraftLengthController(0, DRAFT_MAX[g["model"]], watch=watch)
+        controller.unsure_below = UNSURE_BELOW
+        r = replay_lookup(
+            g["prompt"],
+            g["output"],
+            COSTS[g["model"]],
+            max_tokens=RECORDED_MAX_TOKENS,
+            controller=controller,
+            confidence=confidence,
+        )
+        return r.speedup, r.drafted, r.accepted, r.verify_steps
+
+    n = len(g["output"])
+    free = replay(None)
+    assert replay([1.0] * n) == free
+    assert replay([0.0] * n)[1] == 0
+    # the target unsure of 20 tokens mid-copy (a round verifies at most 17): those rounds are
+    # plain, and the copy is verified in drafts again after them
+    dip = replay([0.1 if 40 <= i < 60 else 1.0 for i in range(n)])
+    assert dip[0] < free[0] and dip[2] > 0.8 * free[2], (dip, free)

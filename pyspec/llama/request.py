@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from pyspec.llama.constraints.rows import RowConstraints
+from pyspec.llama.drafting.adaptive import UNSURE_WINDOW
 from pyspec.llama.drafting.base import Draft
 from pyspec.llama.stats import SpeculationStats
 from pyspec.params import SamplingParams
@@ -76,6 +78,9 @@ class Request:
     first_output: int = 0  # batch index of the last decode's first output row
     prompt_row: Optional[np.ndarray] = None  # the saved prompt row whose address is in use
     max_tokens: Optional[int] = None  # CompletionOptions.max_tokens
+    # The probability the target gave each of its last emitted tokens (the top of the row
+    # that decided it; read on the host, with the unsure rule on): ``confidence``.
+    confidence: deque = field(default_factory=lambda: deque(maxlen=UNSURE_WINDOW))
 
     @property
     def n_prompt(self) -> int:

@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX, FREE_DRAFTER, DraftLengthController
+from pyspec.llama.drafting.adaptive import (
+    DEFAULT_DRAFT_MAX,
+    FREE_DRAFTER,
+    UNSURE_WINDOW,
+    DraftLengthController,
+)
 from pyspec.llama.drafting.base import Draft
 from pyspec.llama.drafting.lookup import PromptLookup
 from pyspec.llama.rounds import Round
@@ -64,6 +69,7 @@ def replay_lookup(
     cost_prior: Optional[dict] = None,
     drafter: Optional[PromptLookup] = None,
     max_tokens: Optional[int] = None,
+    confidence: Optional[Sequence[float]] = None,
 ) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
@@ -83,7 +89,11 @@ def replay_lookup(
     ``use_memory``, the memory of earlier requests is searched and each replayed request is
     stored in it at its end); a fresh one otherwise. ``max_tokens``: the request asked for at
     most this many tokens (create_completion's), so no round drafts past it, as in the loop
-    (None: a generation read to its end, the drafts as long as the controller allows)."""
+    (None: a generation read to its end, the drafts as long as the controller allows).
+    ``confidence``: per output token, the probability the target gave it (the top of the row
+    that decided it, for greedy outputs), so the controller sees the smallest of the last
+    UNSURE_WINDOW as the loop shows it with the unsure rule on (None: not known, as on the
+    in-graph path)."""
     if not output:
         raise ValueError("replay needs at least one output token")
     if drafter is None:
@@ -103,9 +113,15 @@ def replay_lookup(
         context = list(prompt) + list(output[:i])
         room = draft_max if max_tokens is None else min(draft_max, max(max_tokens - i - 1, 0))
         draft = drafter.draft(context, room, None, len(context)) if room else Draft([])
+        recent = [] if confidence is None else confidence[max(0, i - UNSURE_WINDOW) : i]
+        sure = float(min(recent)) if len(recent) else None
         k = (
             controller.choose(
-                len(draft.tokens), draft.bucket, draft_cost=0.0, kinds=draft.token_kinds
+                len(draft.tokens),
+                draft.bucket,
+                draft_cost=0.0,
+                kinds=draft.token_kinds,
+                confidence=sure,
             )
             if draft.tokens
             else 0

@@ -30,6 +30,7 @@ shown that it pays.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -67,6 +68,20 @@ UNPROVEN_DRAFT_MAX = 16
 # ngram-simple drafts up to 48, ngram-mod up to 64), chats unchanged; without the rule,
 # edits 2.30x and chats 1.062x -> 1.079x. Replayed in docs/drafting.md.
 DEFAULT_DRAFT_MAX = 64
+# The unsure rule (DraftLengthController.unsure_below, off by default): a free draft is not
+# verified while the target itself was unsure, when the smallest probability the target gave
+# any of its last UNSURE_WINDOW emitted tokens (the top of each row that decided them) is
+# below UNSURE_BELOW. In the recorded chats (Qwen2.5-Coder 1.5B, greedy) a copy followed for
+# 8-15 tokens passed its next token 51% of the time when one of its last 4 rows gave less
+# than 0.5, and 92-96% when all gave more than 0.8 (16-31 tokens: 57% against 98%). Replayed
+# in three orders of the chats and edits on four batch curves, it gained the chats 0.4-2.5%
+# and moved the edits -0.04% to +3.6%; no worst chat fell, one worst edit did (4.98x ->
+# 4.79x plain on the Xeon AMX curve). The threshold and window were chosen on those
+# recordings (0.2-0.5; 2, 4, 8 rows). Off because every round must read its rows' top
+# probabilities (only when a draft is to be decided, it lost 0.6-1.6% on two curves): 0.1-0.2
+# ms a round here, about the 0.7% it gains on this Zen 4's curve (docs/drafting.md, session 20).
+UNSURE_BELOW = 0.3
+UNSURE_WINDOW = 4
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,14 @@ class DraftLengthController:
         # a token count, the rule before; kept for the replayed comparison of the two).
         self.slow_start_in_cost = True
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
+        # Below this confidence (choose's ``confidence``) a free draft is not verified (None,
+        # the default: never; UNSURE_BELOW: the rule replayed in session 20, off because
+        # reading each row's top probability costs this Zen 4 about what the rule gains,
+        # docs/drafting.md). Its plain round's shadow check is not recorded
+        # either: a draft held back because the target was unsure would teach its bucket the
+        # acceptance of unsure moments, and hold back the drafts made when it is sure.
+        self.unsure_below: Optional[float] = None
+        self._held_back = False  # the last choice was plain because the target was unsure
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
         # catch-up cost per token, apart for one or two tokens (a round's own last token:
@@ -179,8 +202,12 @@ class DraftLengthController:
     def observe(self, r: Round, *, costs: bool = True) -> None:
         """Learns from one round of the loop (or of a replay): the target's cost for the
         batch, the drafter's cost, the acceptance of the draft's kind, the round's realised
-        rate and overhead, and a plain round's shadow check. ``costs=False``: the batch cost
-        is not recorded (a second controller sharing the curve, combined.py)."""
+        rate and overhead, and a plain round's shadow check (not when the round was plain
+        because the target was unsure: ``choose``'s ``confidence``). ``costs=False``: the
+        batch cost is not recorded (a second controller sharing the curve, combined.py)."""
+        if self._held_back and r.shadow_match is not None and not r.speculative:
+            r = dataclasses.replace(r, shadow_match=None)
+        self._held_back = False
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
         if costs:
             self.record_target(r.batch, r.target_seconds)
@@ -430,11 +457,30 @@ class DraftLengthController:
         draft_cost: Optional[float] = None,
         catch_up: int = 0,
         kinds=None,
+        confidence: Optional[float] = None,
     ) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
         drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
-        it drafts; ``kinds``: the kind of each draft in hand (Draft.token_kinds).
+        it drafts; ``kinds``: the kind of each draft in hand (Draft.token_kinds);
+        ``confidence``: the smallest probability the target gave its last UNSURE_WINDOW
+        emitted tokens (None: not known), below ``unsure_below`` a plain round.
         ``last_reason`` says why; ``last_expected`` the tokens the choice expects."""
+        self._held_back = False
+        if (
+            confidence is not None
+            and self.unsure_below is not None
+            and confidence < self.unsure_below
+            and self.allow_zero
+            and not self.fixed
+            and limit > 0
+        ):
+            self._held_back = True
+            self.last_reason = (
+                f"plain: the target gave one of its last tokens {confidence:.2f} "
+                f"(below {self.unsure_below:.2f})"
+            )
+            self.last_expected = 1.0
+            return 0
         k, self.last_reason = self._choose(limit, bucket, draft_cost)
         if k and kinds and len(set(kinds[:k])) > 1 and not self.fixed:
             # (A draft of one kind says nothing its bucket's estimate does not.)
