@@ -769,12 +769,19 @@ def _against_one_mode(rows: list, mode: str) -> str:
     pairs = [
         (r["lookup"]["rate_at_cpp"][mode], r[mode]["rate"])
         for r in rows
-        if r[mode]["rate"] > 0 and r["lookup"].get("rate_at_cpp", {}).get(mode, 0) > 0
+        for twin in [r["lookup"].get("same_tokens_run")]
+        # only where pyspec was asked for, and decoded, exactly the tokens that mode decoded
+        if twin is not None and twin["asked"] == twin["decoded"] == r[mode]["tokens"]
+        if r[mode]["rate"] > 0 and r["lookup"]["rate_at_cpp"].get(mode, 0) > 0
     ]
-    if not pairs or not any("same_tokens_run" in r["lookup"] for r in rows):
+    if not pairs:
         return ""
     ratio = math.exp(sum(math.log(a / b) for a, b in pairs) / len(pairs))
-    return f" and {ratio:.2f}x per request against it over the tokens it decoded"
+    return (
+        f" and {ratio:.2f}x per request against it over the tokens it decoded "
+        f"({len(pairs)} of {len(rows)} requests: those where pyspec's second object was asked "
+        "for as many)"
+    )
 
 
 def _against_other_lookup(s: dict, best: str) -> str:

@@ -80,6 +80,7 @@ def bench_draft_model_peer(benchmark, monkeypatch):
                 r["lookup + draft model"]["rate_at_cpp"]["c++ draft-simple"]
                 / r["c++ draft-simple"]["rate"]
                 for r in mine
+                if "c++ draft-simple" in r["lookup + draft model"]["rate_at_cpp"]
             ]
         )
         s["costly_steps"] = sum(r["lookup + draft model"]["costly_steps"] for r in mine)

@@ -180,15 +180,20 @@ def run_requests(
         best = max(cpp, key=lambda m: row[m]["rate"])
         for mode in python_modes:  # each over as many tokens as each C++ mode decoded
             stamps = row[mode].pop("_stamps")
+            valid = cpp
             if mode in same_tokens:
-                twin = run_python(same_tokens[mode], ids, limit=row[best]["tokens"])
+                asked = max(1, row[best]["tokens"])
+                twin = run_python(same_tokens[mode], ids, limit=asked)
                 stamps = twin["_stamps"]
                 row[mode]["same_tokens_run"] = {
                     k: v for k, v in twin.items() if k in ("drafted", "accepted", "rounds")
-                } | {"asked": row[best]["tokens"], "decoded": len(stamps)}
+                } | {"asked": asked, "decoded": len(stamps)}
+                # Only over exactly the tokens the twin was asked for and decoded: a count
+                # it ran past would be read mid-round (the crossing round whole again).
+                valid = [m for m in cpp if row[m]["tokens"] == asked == len(stamps)]
             elif getattr(python_modes[mode], "speculation", None) is not None:
                 continue  # asked for MAX_TOKENS: nothing past them to rate
-            row[mode]["rate_at_cpp"] = {m: rate_over(stamps, row[m]["tokens"]) for m in cpp}
+            row[mode]["rate_at_cpp"] = {m: rate_over(stamps, row[m]["tokens"]) for m in valid}
         rows.append(row)
         print(
             f"\n{workload} {rid} ({len(ids)} tokens): "
@@ -210,7 +215,10 @@ def summarise(rows, modes) -> dict:
             "seconds": {m: sum(r[m]["seconds"] for r in mine) for m in modes},
             # Each Python mode over as many tokens as each C++ mode decoded in the same request.
             "rate_at_cpp": {
-                m: {c: _geo([r[m]["rate_at_cpp"][c] for r in mine]) for c in cpp}
+                m: {
+                    c: _geo([r[m]["rate_at_cpp"][c] for r in mine if c in r[m]["rate_at_cpp"]])
+                    for c in cpp
+                }
                 for m in modes
                 if all("rate_at_cpp" in r[m] for r in mine)
             },
@@ -295,7 +303,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
                         r["lookup"]["rate_at_cpp"][best] / r[best]["rate"]
                         for r in mine
                         for best in [max(cpp_modes, key=lambda m: s["rate"][m])]
-                        if r[best]["rate"] > 0
+                        if r[best]["rate"] > 0 and best in r["lookup"]["rate_at_cpp"]
                     ]
                 ),
                 # The same, each request's best C++ mode against lookup over as many tokens.

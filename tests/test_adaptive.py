@@ -400,8 +400,9 @@ def test_a_free_draft_is_held_back_while_the_target_is_unsure():
     assert "target" in c.last_reason and c.last_expected == 1.0
     c.unsure_below = None  # the rule off: the same confidence drafts as before
     assert c.choose(16, "copy", draft_cost=0.0, confidence=0.01) == sure
-    fixed = DraftLengthController(4, 4, fixed=True)  # fixed lengths promise their length
-    assert fixed.choose(16, confidence=0.01) == 4
+    fixed = DraftLengthController(0, 4, fixed=True)  # fixed lengths promise their length
+    fixed.unsure_below = UNSURE_BELOW
+    assert fixed.allow_zero and fixed.choose(16, confidence=0.01) == 4
 
 
 def _missed() -> Round:
@@ -419,7 +420,9 @@ def test_a_draft_held_back_while_unsure_teaches_its_bucket_nothing():
         watched.choose(16, "copy", draft_cost=0.0)
         watched.observe(_missed())
     assert held.acceptance("copy") > 0.9 > 0.5 > watched.acceptance("copy")
-    # a plain round chosen for any other reason still records its check
+    # a plain round chosen for any other reason still records its check, even right after
+    # a choice that held a draft back and was never observed
+    assert held.choose(16, "copy", draft_cost=0.0, confidence=0.1) == 0
     held.choose(0, "copy", draft_cost=0.0, confidence=0.1)  # no room: not held back
     before = held.acceptance("copy")
     held.observe(_missed())
