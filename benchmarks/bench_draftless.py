@@ -295,17 +295,6 @@ def bench_draftless_modes(benchmark, monkeypatch):
                         for r in mine
                     ]
                 ),
-                # Request by request against the workload's best C++ mode (by the means),
-                # over as many tokens: each request's best of five C++ runs is also the
-                # luckiest of five noisy ones.
-                "lookup_over_workload_best_cpp_same_tokens": _geo(
-                    [
-                        r["lookup"]["rate_at_cpp"][best] / r[best]["rate"]
-                        for r in mine
-                        for best in [max(cpp_modes, key=lambda m: s["rate"][m])]
-                        if r[best]["rate"] > 0 and best in r["lookup"]["rate_at_cpp"]
-                    ]
-                ),
                 # The same, each request's best C++ mode against lookup over as many tokens.
                 "lookup_over_best_cpp_same_tokens": _geo(
                     [
