@@ -85,6 +85,11 @@ int64_t pyspec_gather_at_least(const void *row, int64_t n_vocab, int32_t dtype,
 uint64_t pyspec_row_fixed_sum(const void *row, int64_t n_vocab, int32_t dtype, float max_logit,
                               int shift);
 
+/* The largest probability of the row's softmax (max_logit: the row's maximum), from the
+ * terms within PYSPEC_TOP_PROB_SPAN (pyspec.h) of it: overstated by at most n_vocab * exp(-span) of
+ * itself. Assumes the row was validated. */
+double pyspec_row_top_prob(const void *row, int64_t n_vocab, int32_t dtype, float max_logit);
+
 /* out[i] = pyspec_fixed_weight(pyspec_exp_portable((logit[i] - max_logit) / temperature),
  * shift) for i < n; returns their sum. temperature 1 gives the untempered weights (the
  * division by 1 is exact). SIMD where available, bit-identical to the scalar formula. */

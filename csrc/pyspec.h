@@ -130,7 +130,9 @@ typedef enum pyspec_limits {
     PYSPEC_DRAFT_Q_SLACK_PPM = 100,
     /* Draft tokens one speculative round may verify (pyspec.llama: draft_max; a batch of at
      * most 65 rows). */
-    PYSPEC_MAX_DRAFT = 64
+    PYSPEC_MAX_DRAFT = 64,
+    /* out_top_probs leaves out the logits more than this far below their row's maximum. */
+    PYSPEC_TOP_PROB_SPAN = 16
 } pyspec_limits;
 
 /* Detailed error report. `message` is NUL-terminated and names the argument. */
@@ -173,7 +175,15 @@ typedef struct pyspec_draft_probs {
  *   out_logprobs  : NULL, or capacity n_draft + 1; log-probability of each emitted token under
  *                   the raw target distribution (log-softmax of the untransformed logits, as
  *                   llama-cpp-python reports logprobs). Costs one extra pass per emitted row.
- *   out_n_accepted: number of accepted drafts. */
+ *   out_n_accepted: number of accepted drafts.
+ *   out_top_probs : NULL, or capacity n_draft + 1; the largest probability of the raw target
+ *                   distribution (softmax of the untransformed logits) at each emitted row:
+ *                   how sure the target was where it decided each token (the unsure rule of
+ *                   pyspec's draft-length controller reads it). The CPU verifier leaves the
+ *                   logits more than PYSPEC_TOP_PROB_SPAN below the row's maximum out of the
+ *                   normaliser, so it may overstate the probability by n_vocab * exp(-16) of
+ *                   itself at most (1.7% at 152k tokens; about 1e-4 on real rows); its pass
+ *                   exponentiates only the blocks of logits that hold one within the span. */
 typedef struct pyspec_sequence {
     const void               *target_logits;
     int64_t                   logits_row_stride;
@@ -185,6 +195,7 @@ typedef struct pyspec_sequence {
     int32_t                  *out_tokens;
     float                    *out_logprobs;
     int64_t                  *out_n_accepted;
+    float                    *out_top_probs;
 } pyspec_sequence;
 
 /* A verifier owns the scratch memory of every thread, so verify calls never allocate.

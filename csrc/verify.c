@@ -158,10 +158,13 @@ static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t 
         }
     }
     seq->out_tokens[i] = token;
+    if (!seq->out_logprobs && !seq->out_top_probs) return PYSPEC_OK;
+    const float raw_max = pen ? raw_row_max(row, n_vocab, dtype) : dist.max_logit;
+    if (seq->out_top_probs)
+        seq->out_top_probs[i] = (float)pyspec_row_top_prob(row, n_vocab, dtype, raw_max);
     if (seq->out_logprobs) {
         /* The raw softmax normaliser, from the same fixed-point weights (their rounding,
          * < 2^-45 per token, is far below float resolution of a log-probability). */
-        const float raw_max = pen ? raw_row_max(row, n_vocab, dtype) : dist.max_logit;
         double z = ldexp((double)pyspec_row_fixed_sum(row, n_vocab, dtype, raw_max,
                                                       pyspec_weight_shift(n_vocab)),
                          -pyspec_weight_shift(n_vocab));

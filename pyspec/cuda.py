@@ -360,7 +360,12 @@ def _checked_entries(requests, single: bool, uploads: _Uploads, keep: list):
 
 
 def verify_batch(
-    requests: Sequence, *, logprobs: bool = False, stream=None, _single: bool = False
+    requests: Sequence,
+    *,
+    logprobs: bool = False,
+    stream=None,
+    top_probs: bool = False,
+    _single: bool = False,
 ) -> list:
     """``pyspec.verify_batch`` for requests whose target_logits are CUDA arrays (see the
     module docstring). Returns host ``VerifyResult``s once the stream has run the call."""
@@ -375,8 +380,10 @@ def verify_batch(
     n_seqs = len(requests)
     verifier = backend.verifier(device, first.n_vocab, n_seqs, total_rows)
 
-    # Arena: outputs (tokens, logprobs, n_accepted), then the uploaded host token lists.
-    out_bytes = 4 * total_rows * 2 + 8 * n_seqs
+    # Arena: outputs (tokens, logprobs, n_accepted, top probabilities: a multiple of 8 bytes
+    # each), then the uploaded host token lists.
+    top_at = 8 * total_rows + 8 * n_seqs
+    out_bytes = top_at + 8 * ((total_rows + 1) // 2)
     blob = uploads.blob()
     arena = verifier.arena(out_bytes + (blob.nbytes if blob is not None else 0))
     base = arena.address()
@@ -409,6 +416,7 @@ def verify_batch(
             out_tokens=base + 4 * row0,
             out_n_accepted=base + 8 * total_rows + 8 * i,
             out_logprobs=base + 4 * total_rows + 4 * row0 if logprobs else None,
+            out_top_probs=base + top_at + 4 * row0 if top_probs else None,
         )
     verifier.enqueue(table.seqs, n_seqs, first.n_vocab, first.dtype, s)
     verifier.last_error(s)
@@ -416,12 +424,14 @@ def verify_batch(
     backend.memcpy(device, host_arrays.address(host), base, out_bytes, DEVICE_TO_HOST, s)
     tokens = host[: 4 * total_rows].view(np.int32)
     lps = host[4 * total_rows : 8 * total_rows].view(np.float32)
-    n_acc = host[8 * total_rows :].view(np.int64)
+    n_acc = host[8 * total_rows : top_at].view(np.int64)
+    tops = host[top_at : top_at + 4 * total_rows].view(np.float32)
     results = []
     for i, entry in enumerate(entries):
         row0, n = entry[-1], int(n_acc[i])
         lp = lps[row0 : row0 + n + 1].copy() if logprobs else None
-        results.append(VerifyResult(n, tokens[row0 : row0 + n + 1].copy(), lp))
+        top = tops[row0 : row0 + n + 1].copy() if top_probs else None
+        results.append(VerifyResult(n, tokens[row0 : row0 + n + 1].copy(), lp, top))
     del keep, uploads
     return results
 
@@ -436,6 +446,7 @@ def verify(
     logprobs: bool = False,
     penalty_history=None,
     stream=None,
+    top_probs: bool = False,
 ):
     """``pyspec.verify`` on CUDA logits (see ``verify_batch``)."""
     req = VerifyRequest(
@@ -446,7 +457,9 @@ def verify(
         position,
         penalty_history,
     )
-    return verify_batch([req], logprobs=logprobs, stream=stream, _single=True)[0]
+    return verify_batch([req], logprobs=logprobs, stream=stream, top_probs=top_probs, _single=True)[
+        0
+    ]
 
 
 def verify_from_device_pointer(

@@ -32,12 +32,16 @@ class VerifyResult:
 
     ``tokens`` holds the ``n_accepted`` accepted drafts followed by exactly one corrective or
     bonus token; ``logprobs`` (when requested) the log-probability of each under the raw
-    target distribution (log-softmax of the untransformed logits).
+    target distribution (log-softmax of the untransformed logits); ``top_probs`` (when
+    requested) the largest probability of that distribution at each emitted row, how sure the
+    target was where it decided each token (on the CPU it leaves out the logits more than 16
+    below the row's maximum: at most n_vocab * exp(-16) of itself too high).
     """
 
     n_accepted: int
     tokens: np.ndarray
     logprobs: Optional[np.ndarray] = None
+    top_probs: Optional[np.ndarray] = None
 
 
 @dataclass

@@ -154,10 +154,17 @@ class _HostCall:
     """One ``pyspec_verify_batch`` call: its descriptors, the buffers they point into (kept
     alive until it returns) and its outputs."""
 
-    def __init__(self, n_seqs: int, want_logprobs: bool, check_draft_probs: bool = True):
+    def __init__(
+        self,
+        n_seqs: int,
+        want_logprobs: bool,
+        check_draft_probs: bool = True,
+        want_top_probs: bool = False,
+    ):
         self.table = SequenceTable(n_seqs)
         self.check_draft_probs = check_draft_probs
         self.want_logprobs = want_logprobs
+        self.want_top_probs = want_top_probs
         self.keep = []
         self.outputs = []
 
@@ -191,6 +198,7 @@ class _HostCall:
         out_tokens = ffi.new(_INT32_ARRAY, n_draft + 1)
         out_n = ffi.new(_INT64_P)
         out_lp = ffi.new(_FLOAT_ARRAY, n_draft + 1) if self.want_logprobs else None
+        out_top = ffi.new(_FLOAT_ARRAY, n_draft + 1) if self.want_top_probs else None
         self.table.fill(
             i,
             logits=logits,
@@ -205,9 +213,10 @@ class _HostCall:
             out_tokens=out_tokens,
             out_n_accepted=out_n,
             out_logprobs=out_lp,
+            out_top_probs=out_top,
         )
         self.keep += [c_tokens, owner, c_hist, hist_owner]
-        self.outputs.append((out_n, out_tokens, out_lp))
+        self.outputs.append((out_n, out_tokens, out_lp, out_top))
 
     def add_rows(self, i: int, rows: checks.LogitsRows, req: VerifyRequest, prefix: str):
         self.keep.append(rows.view.owner)
@@ -235,14 +244,17 @@ class _HostCall:
             err,
         )
         results = []
-        for out_n, out_tokens, out_lp in self.outputs:
+        for out_n, out_tokens, out_lp, out_top in self.outputs:
             n = out_n[0]
             tokens = np.frombuffer(ffi.buffer(out_tokens, 4 * (n + 1)), dtype=np.int32).copy()
-            lp = None
-            if out_lp is not None:
-                lp = np.frombuffer(ffi.buffer(out_lp, 4 * (n + 1)), dtype=np.float32).copy()
-            results.append(VerifyResult(n, tokens, lp))
+            lp = None if out_lp is None else _floats(out_lp, n + 1)
+            top = None if out_top is None else _floats(out_top, n + 1)
+            results.append(VerifyResult(n, tokens, lp, top))
         return results
+
+
+def _floats(c_array, n: int) -> np.ndarray:
+    return np.frombuffer(ffi.buffer(c_array, 4 * n), dtype=np.float32).copy()
 
 
 def _request_rows(req: VerifyRequest, prefix: str) -> checks.LogitsRows:
@@ -263,6 +275,7 @@ def verify(
     penalty_history=None,
     stream=None,
     check_draft_probs: bool = True,
+    top_probs: bool = False,
 ) -> VerifyResult:
     """Verifies the drafts of one sequence against the target's logits, in one fused pass.
 
@@ -291,6 +304,11 @@ def verify(
     logprobs : bool
         Also return each emitted token's log-probability under the raw target distribution
         (one extra pass per emitted row).
+    top_probs : bool
+        Also return the raw target distribution's largest probability at each emitted row
+        (``VerifyResult.top_probs``): how sure the target was. On the CPU the logits more
+        than 16 below a row's maximum are left out (``pyspec.h``, ``out_top_probs``), so its
+        pass exponentiates only the few blocks of logits near the top.
     n_threads : int, optional
         Worker threads (default ``default_threads()``). The result never depends on it.
     penalty_history : sequence of int, optional
@@ -327,10 +345,11 @@ def verify(
             logprobs=logprobs,
             penalty_history=penalty_history,
             stream=stream,
+            top_probs=top_probs,
         )
     req = VerifyRequest(target_logits, draft_tokens, draft_probs, params, position, penalty_history)
     rows = _request_rows(req, "")
-    call = _HostCall(1, logprobs, check_draft_probs)
+    call = _HostCall(1, logprobs, check_draft_probs, top_probs)
     call.add_rows(0, rows, req, "")
     return call.run(1, rows.n_vocab, rows.dtype, n_threads)[0]
 
@@ -342,6 +361,7 @@ def verify_batch(
     n_threads: Optional[int] = None,
     stream=None,
     check_draft_probs: bool = True,
+    top_probs: bool = False,
 ) -> list:
     """Verifies many sequences in one call: ragged draft counts, per-sequence params and
     positions. All logits must share one dtype and vocabulary size. Returns a list of
@@ -351,8 +371,8 @@ def verify_batch(
     if not requests:
         return []
     if any(device_arrays.is_device_array(r.target_logits) for r in requests):
-        return cuda.verify_batch(requests, logprobs=logprobs, stream=stream)
-    call = _HostCall(len(requests), logprobs, check_draft_probs)
+        return cuda.verify_batch(requests, logprobs=logprobs, stream=stream, top_probs=top_probs)
+    call = _HostCall(len(requests), logprobs, check_draft_probs, top_probs)
     first = None
     for i, req in enumerate(requests):
         prefix = f"requests[{i}]."
@@ -378,19 +398,20 @@ def verify_from_pointer(
     n_threads: Optional[int] = None,
     penalty_history=None,
     check_draft_probs: bool = True,
+    top_probs: bool = False,
 ) -> VerifyResult:
     """``verify`` on logits given as a raw host address (llama.cpp's logits buffer).
 
     ``logits_address`` points at row 0 of ``len(draft_tokens) + 1`` rows of ``n_vocab``
     elements of ``dtype`` ("float32", "float16" or "bfloat16"), rows ``row_stride`` elements
     apart (default ``n_vocab``). Nothing is copied; the caller keeps the buffer alive.
-    ``check_draft_probs`` as in ``verify``.
+    ``check_draft_probs``, ``logprobs`` and ``top_probs`` as in ``verify``.
     """
     logits_address = checks.check_address(logits_address, "logits_address")
     code = host_arrays.dtype_code(dtype)
     n_vocab = checks.check_n_vocab(n_vocab)
     stride = checks.check_row_stride(row_stride, n_vocab)
-    call = _HostCall(1, logprobs, check_draft_probs)
+    call = _HostCall(1, logprobs, check_draft_probs, top_probs)
     call.add(
         0,
         logits_address,

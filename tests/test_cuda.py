@@ -349,7 +349,9 @@ def host_copy(arr: np.ndarray, dtype: str):
     return bits
 
 
-def cpu_verify(host, dtype, draft, probs, params, position, history=None, logprobs=False):
+def cpu_verify(
+    host, dtype, draft, probs, params, position, history=None, logprobs=False, top_probs=False
+):
     if dtype == "bfloat16":
         return pyspec.verify_from_pointer(
             host.ctypes.data,
@@ -361,9 +363,17 @@ def cpu_verify(host, dtype, draft, probs, params, position, history=None, logpro
             dtype="bfloat16",
             logprobs=logprobs,
             penalty_history=history,
+            top_probs=top_probs,
         )
     return pyspec.verify(
-        host, draft, probs, params, position, logprobs=logprobs, penalty_history=history
+        host,
+        draft,
+        probs,
+        params,
+        position,
+        logprobs=logprobs,
+        penalty_history=history,
+        top_probs=top_probs,
     )
 
 
@@ -452,13 +462,25 @@ def test_gpu_tokens_equal_cpu_tokens(dtype, mode, params):
         draft, q_host, q_dev = _draft_modes(rng, logits, k, V, mode)
         history = list(rng.integers(0, V, size=20))
         pos = int(rng.integers(0, 10**6))
-        want = cpu_verify(host, dtype, draft, q_host, params, pos, history, logprobs=True)
+        want = cpu_verify(host, dtype, draft, q_host, params, pos, history, True, True)
         got = pyspec.verify(
-            device, draft, q_dev, params, pos, logprobs=True, penalty_history=history
+            device,
+            draft,
+            q_dev,
+            params,
+            pos,
+            logprobs=True,
+            penalty_history=history,
+            top_probs=True,
         )
         assert got.n_accepted == want.n_accepted, (trial, got, want)
         np.testing.assert_array_equal(got.tokens, want.tokens)
         np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
+        # The device sums every term; the CPU leaves out those 16 below the maximum, which
+        # raises its value by at most V * exp(-16) of itself.
+        over = V * np.exp(-float(lib.PYSPEC_TOP_PROB_SPAN))
+        assert np.all(want.top_probs >= got.top_probs * (1 - 1e-4))
+        assert np.all(want.top_probs <= got.top_probs * (1 + 1e-4 + over))
 
 
 @gpu

@@ -844,3 +844,36 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         texts = [out["choices"][0]["text"] for out in (unsure, sure)]
         prompt = plain.tokenize(EDIT_PROMPT.encode(), special=True)
         compare_texts(plain, prompt, *texts, qwen_ties, "unsure against sure")
+
+
+def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
+    """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
+    asked for only with the unsure rule on, and it is the top probability of the raw rows
+    that decided the tokens (checked against ``pyspec.row_logprobs`` on the same rows)."""
+    import pyspec.llama.loop as loop_module
+
+    calls = []
+
+    def verify_and_check(addr, n_vocab, drafts, *args, top_probs=False, **kwargs):
+        result = pyspec.verify_from_pointer(
+            addr, n_vocab, drafts, *args, top_probs=top_probs, **kwargs
+        )
+        calls.append(top_probs)
+        if top_probs:
+            for j, top in enumerate(result.top_probs):
+                row = pyspec.LogitsPointer(addr + 4 * n_vocab * j, n_vocab)
+                want = float(np.exp(pyspec.row_logprobs(row, None, 1).top_logprobs[0]))
+                assert float(top) == pytest.approx(want, rel=1e-3), (j, top, want)
+        return result
+
+    monkeypatch.setattr(loop_module, "verify_from_pointer", verify_and_check)
+    llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
+    with contextlib.closing(llm):
+        llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
+        assert calls and not any(calls)  # the rule off: nothing asked
+        calls.clear()
+        llm.speculation.controller.unsure_below = UNSURE_BELOW
+        llm.create_completion(EDIT_PROMPT, max_tokens=24, temperature=0.0)
+        assert calls and all(calls)
+        confidence = llm.speculation.last_request.confidence
+        assert len(confidence) == confidence.maxlen and all(0 < c <= 1 for c in confidence)

@@ -44,6 +44,7 @@ typedef struct pyspec_cuda_seq {
     int64_t        position;
     int32_t       *out_tokens;
     float         *out_logprobs;
+    float         *out_top_probs;
     int64_t       *out_n_accepted; /* also the "first stopping row" while rows run     */
     int64_t        row_base;       /* index of this sequence's row 0 among all rows    */
 } pyspec_cuda_seq;

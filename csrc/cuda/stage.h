@@ -39,6 +39,7 @@ static inline void pyspec_cuda_stage_seq(pyspec_cuda_seq *d, const pyspec_sequen
     d->position = s->position;
     d->out_tokens = s->out_tokens;
     d->out_logprobs = s->out_logprobs;
+    d->out_top_probs = s->out_top_probs;
     d->out_n_accepted = s->out_n_accepted;
     d->row_base = row_base;
 }

@@ -26,7 +26,8 @@
  *
  * The kernel reads as verify.c's resolve_row, one device function per step: penalised_row
  * (the penalty window), scan_row (validity and maximum), build_dist (steps 2-5),
- * choose_token (accept, or draw the sample / corrective token) and raw_logprob.
+ * choose_token (accept, or draw the sample / corrective token) and raw_normaliser (logprobs,
+ * top probabilities).
  *
  * Rows behind a known rejection are skipped: a block first reads its sequence's
  * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
@@ -715,10 +716,16 @@ static __device__ __forceinline__ bool choose_token(const RowTask &task, const D
     return true;
 }
 
-/* log-softmax of the raw row at token (expf: not bit-exact), relative to the raw maximum:
- * with penalties the distribution's maximum is the penalised one, and a raw logit far above
- * it would overflow expf. */
-static __device__ __forceinline__ float raw_logprob(const Row &r, int32_t token) {
+/* The raw row's softmax normaliser (expf: not bit-exact) relative to the raw maximum: with
+ * penalties the distribution's maximum is the penalised one, and a raw logit far above it
+ * would overflow expf. Every term, not only those within the host's PYSPEC_TOP_PROB_SPAN:
+ * a block sums the row in one strided pass anyway. */
+struct RawNorm {
+    float  max;
+    double z;
+};
+
+static __device__ __forceinline__ RawNorm raw_normaliser(const Row &r) {
     float raw_max = -INFINITY;
     for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x)
         raw_max = fmaxf(raw_max, load_logit(r.data, r.dtype, t));
@@ -729,7 +736,7 @@ static __device__ __forceinline__ float raw_logprob(const Row &r, int32_t token)
         if (raw > -INFINITY) z += (double)expf(raw - raw_max);
     }
     z = block_reduce(z, SumOp());
-    return (float)((double)load_logit(r.data, r.dtype, token) - (double)raw_max - log(z));
+    return RawNorm{raw_max, z};
 }
 
 static __global__ void __launch_bounds__(NT)
@@ -775,10 +782,14 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     if (!choose_token(task, d, n_short, sparse_cap, sp_keys, sp_sums, sh, &token, &stops)) return;
     if (token < 0) token = d.best; /* unreachable: the target is below the total */
 
-    const float logprob = s.out_logprobs ? raw_logprob(r, token) : 0.0f;
+    RawNorm norm{0.0f, 1.0};
+    if (s.out_logprobs || s.out_top_probs) norm = raw_normaliser(r);
     if (threadIdx.x == 0) {
         s.out_tokens[i] = token;
-        if (s.out_logprobs) s.out_logprobs[i] = logprob;
+        if (s.out_logprobs)
+            s.out_logprobs[i] =
+                (float)((double)load_logit(r.data, r.dtype, token) - (double)norm.max - log(norm.z));
+        if (s.out_top_probs) s.out_top_probs[i] = (float)(1.0 / norm.z);
         task.err->status = PYSPEC_OK;
         if (stops) atomicMin((long long *)s.out_n_accepted, (long long)i);
     }

@@ -61,6 +61,7 @@ class SequenceTable:
         out_tokens,
         out_n_accepted,
         out_logprobs=None,
+        out_top_probs=None,
     ) -> None:
         seq = self.seqs[i]
         seq.target_logits = pointer("void *", logits)
@@ -73,6 +74,7 @@ class SequenceTable:
         seq.out_tokens = pointer("int32_t *", out_tokens)
         seq.out_n_accepted = pointer("int64_t *", out_n_accepted)
         seq.out_logprobs = pointer("float *", out_logprobs)
+        seq.out_top_probs = pointer("float *", out_top_probs)
 
     def _draft_probs(self, rows: DraftRows):
         probs, tokens, row_stride, n_per_row = rows

@@ -498,8 +498,32 @@ class Speculation:
                 params=params,
                 position=len(req.context),
                 penalty_history=history,
+                top_probs=self._reads_confidence,
             )
         return self._verify_constrained(req, plan, addr, n_rows, history)
+
+    def _note_confidence(self, req: Request, result: VerifyResult, addr: int) -> None:
+        """With the unsure rule on, how sure the target was of the tokens a round decided
+        (the top probability of each row, from the raw rows at ``addr``): the verifier's own
+        pass gives them (``top_probs``); a grammar's rows, which it verifies changed, are
+        read raw here, on the host (``pyspec.row_logprobs``). The in-graph sampler keeps its
+        rows on its side: nothing to read."""
+        if req.graph is not None or not self._reads_confidence:
+            return
+        n = len(result.tokens)
+        tops = result.top_probs
+        if tops is None:
+            tops = [
+                math.exp(
+                    float(
+                        row_logprobs(
+                            LogitsPointer(addr + 4 * self.n_vocab * j, self.n_vocab), None, 1
+                        ).top_logprobs[0]
+                    )
+                )
+                for j in range(max(0, n - UNSURE_WINDOW), n)
+            ]
+        req.confidence.extend(float(t) for t in tops[-UNSURE_WINDOW:])
 
     def _draft(
         self,
@@ -569,6 +593,7 @@ class Speculation:
                 plan = self._plan_round(req)
                 n_before = self.llama.n_tokens
                 result, addr, r = self._verify_round(req, plan)
+                self._note_confidence(req, result, addr)
                 self._roll_back(n_before + 1 + result.n_accepted)
                 pending = [int(t) for t in result.tokens]
                 r.round_seconds = time.perf_counter() - round_start
@@ -632,19 +657,16 @@ class Speculation:
                 req.constraints, [], None
             )
         t0 = time.perf_counter()
-        first = int(self._decide(req, plan, addr, 1).tokens[0])
+        result = self._decide(req, plan, addr, 1)
         req.stats.verify_seconds += time.perf_counter() - t0
-        return [first], [addr]
+        self._note_confidence(req, result, addr)
+        return [int(result.tokens[0])], [addr]
 
     def _emit(self, req: Request, pending: list, rows: list):
         """Yields the tokens the last round decided (row j decided the token at
         len(context) + j); returns False when stopping_criteria ended the request."""
         if req.emitted_rows:
             self._keep_rows(rows[0], len(req.context) - 1, len(pending))
-        if req.graph is None and self._reads_confidence:
-            for j in range(max(0, len(pending) - UNSURE_WINDOW), len(pending)):
-                top = row_logprobs(LogitsPointer(rows[j], self.n_vocab), None, 1)
-                req.confidence.append(math.exp(float(top.top_logprobs[0])))
         for j, tok in enumerate(pending):
             if req.stopping_criteria is not None and req.stopping_criteria(
                 np.asarray(req.context, dtype=np.intc), self._rows(rows[j], 1)[0]

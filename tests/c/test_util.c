@@ -250,6 +250,15 @@ double reference_logprob(const float *value, int64_t V, int64_t token) {
     return (double)value[token] - (double)max - log(z);
 }
 
+/* The largest probability of the raw row's softmax, in double: what out_top_probs must
+ * report (within its span's bound). */
+double reference_top_prob(const float *value, int64_t V) {
+    const float max = value[argmax_lowest_id(value, V)];
+    double z = 0.0;
+    for (int64_t t = 0; t < V; ++t) z += exp((double)value[t] - (double)max);
+    return 1.0 / z;
+}
+
 /* ==== sampling parameters ================================================================= */
 
 pyspec_sampling_params plain_params(float temperature) {

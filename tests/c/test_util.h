@@ -71,6 +71,7 @@ void fill_random_row(logits_rows *l, int64_t row, float spread);
 int64_t argmax_lowest_id(const float *value, int64_t V);
 /* log-softmax of the raw row at token, in double: what out_logprobs must report. */
 double reference_logprob(const float *value, int64_t V, int64_t token);
+double reference_top_prob(const float *value, int64_t V);
 
 /* Vocabulary sizes around the SIMD block edges, and every dtype. */
 #define N_TAIL_VOCABS 10

@@ -20,6 +20,7 @@ typedef struct outputs {
     int32_t *tokens;   /* [n_draft + 1] */
     float   *logprobs; /* [n_draft + 1] or NULL */
     int64_t *n_accepted;
+    float   *top_probs; /* [n_draft + 1] or NULL */
 } outputs;
 
 typedef struct test_seq {
@@ -35,22 +36,24 @@ typedef struct test_seq {
     outputs            ref, rerun; /* the n_threads = 1 batch run, and every later run */
 } test_seq;
 
-static void outputs_alloc(outputs *o, int64_t n_draft, int want_logprobs) {
+static void outputs_alloc(outputs *o, int64_t n_draft, int want_logprobs, int want_top_probs) {
     o->tokens = xmalloc((size_t)(n_draft + 1) * sizeof(int32_t));
     o->logprobs = want_logprobs ? xmalloc((size_t)(n_draft + 1) * sizeof(float)) : NULL;
     o->n_accepted = xmalloc(sizeof(int64_t));
+    o->top_probs = want_top_probs ? xmalloc((size_t)(n_draft + 1) * sizeof(float)) : NULL;
 }
 
 static void outputs_free(outputs *o) {
     free(o->tokens);
     free(o->logprobs);
     free(o->n_accepted);
+    free(o->top_probs);
 }
 
 static pyspec_sequence as_sequence(const test_seq *s, const outputs *o) {
     pyspec_sequence seq = { s->logits.data, s->logits.stride, s->drafts, s->n_draft,
                             s->kind == DRAFT_POINT_MASS ? NULL : &s->dp, s->params, s->position,
-                            o->tokens, o->logprobs, o->n_accepted };
+                            o->tokens, o->logprobs, o->n_accepted, o->top_probs };
     return seq;
 }
 
@@ -191,9 +194,9 @@ static void make_test_seq(pyspec_verifier *v, test_seq *s, int64_t V, int32_t dt
     logits_alloc(&s->logits, dtype, s->n_draft + 1, V, V + (rng_chance(0.5) ? 0 : rng_range(1, 9)));
     for (int64_t r = 0; r <= s->n_draft; ++r) fill_random_row(&s->logits, r, rng_chance(0.5) ? 3.0f : 12.0f);
     build_drafts(v, s, V, dtype);
-    const int want_logprobs = rng_chance(0.5);
-    outputs_alloc(&s->ref, s->n_draft, want_logprobs);
-    outputs_alloc(&s->rerun, s->n_draft, want_logprobs);
+    const int want_logprobs = rng_chance(0.5), want_top_probs = rng_chance(0.5);
+    outputs_alloc(&s->ref, s->n_draft, want_logprobs, want_top_probs);
+    outputs_alloc(&s->rerun, s->n_draft, want_logprobs, want_top_probs);
 }
 
 static void free_test_seq(test_seq *s) {
@@ -205,12 +208,15 @@ static void free_test_seq(test_seq *s) {
     outputs_free(&s->rerun);
 }
 
-/* What a run must reproduce exactly: n_accepted, and the emitted tokens and log-probs. */
+/* What a run must reproduce exactly: n_accepted, and the emitted tokens, log-probs and top
+ * probabilities. */
 static int same_outputs(const test_seq *s, const outputs *a, const outputs *b) {
     if (*a->n_accepted != *b->n_accepted) return 0;
     const int64_t n = *a->n_accepted;
     if (n < 0 || n > s->n_draft) return 0;
     if (memcmp(a->tokens, b->tokens, (size_t)(n + 1) * sizeof(int32_t)) != 0) return 0;
+    if (a->top_probs && memcmp(a->top_probs, b->top_probs, (size_t)(n + 1) * sizeof(float)) != 0)
+        return 0;
     return !a->logprobs || memcmp(a->logprobs, b->logprobs, (size_t)(n + 1) * sizeof(float)) == 0;
 }
 
@@ -248,6 +254,12 @@ static void check_verified_sequence(pyspec_verifier *v, const test_seq *s, int64
             const double want = reference_logprob(value, V, t);
             CHECK(fabs(s->ref.logprobs[i] - want) <= 1e-3 + 1e-4 * fabs(want),
                   "out_logprobs[%lld] = %g, want %g", (long long)i, (double)s->ref.logprobs[i], want);
+        }
+        if (s->ref.top_probs) { /* never below the true value; above it by the span's bound */
+            const double want = reference_top_prob(value, V), got = s->ref.top_probs[i];
+            const double over = (double)V * exp(-(double)PYSPEC_TOP_PROB_SPAN);
+            CHECK(got >= want * (1.0 - 1e-5) && got <= want * (1.0 + 1e-5 + over),
+                  "out_top_probs[%lld] = %.8g, want %.8g (+%.2g at most)", (long long)i, got, want, over);
         }
     }
     if (s->kind == DRAFT_POINT_MASS && n_acc < s->n_draft)
