@@ -729,7 +729,7 @@ def draftless_table(run: Run) -> list:
             + "'s lookup starts from batch costs measured at every draft "
             "length (`SpeculativeLlama.calibrate`, as `pyspec generate` and `serve` do once per "
             "model and setup; not timed here). "
-            if "lookup up to 32" in modes or "lookup uncalibrated" in modes
+            if any(m in modes for m in OTHER_LOOKUPS)
             else "). "
         )
         + "`llama-bench` tg, llama.cpp's "
@@ -784,10 +784,20 @@ def _against_one_mode(rows: list, mode: str) -> str:
     )
 
 
+# The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
+OTHER_LOOKUPS = ("lookup, unsure rule off", "lookup up to 32", "lookup uncalibrated")
+
+
 def _against_other_lookup(s: dict, best: str) -> str:
-    """The lookup against the variant that ran beside it: drafts up to 32 (session 18 on),
-    or no calibration (session 17's run)."""
+    """The lookup against the variant that ran beside it: the unsure rule off (session 21
+    on), drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
     rate = s["rate"]
+    if "lookup, unsure rule off" in rate:
+        off = rate["lookup, unsure rule off"]
+        return (
+            f"; with the unsure rule off (the default before) {off:.2f} tok/s against "
+            f"{rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
+        )
     if "lookup up to 32" in rate and "lookup up to 32" not in s["rate_at_cpp"]:
         return (
             f"; with drafts up to 32 (the default before) {rate['lookup up to 32']:.2f} tok/s "

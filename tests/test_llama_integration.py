@@ -819,13 +819,14 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
     """With the unsure rule on, before each free draft the controller gets the smallest
     probability the target gave its last few tokens; where every moment counts as unsure,
     nothing is verified and the text is the same (but at a near-tie of this build's batched
-    rows). Off (the default), no row is read for it."""
+    rows). On by default beside a free drafter; off (None), no row is read for it."""
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     with contextlib.closing(llm):
         controller = llm.speculation.controller
+        assert controller.unsure_below == UNSURE_BELOW
         seen = []
+        controller.unsure_below = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
-        assert controller.unsure_below is None
         assert len(llm.speculation.last_request.confidence) == 0
         controller.unsure_below = UNSURE_BELOW
 
@@ -848,8 +849,9 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
 
 def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
-    asked for only with the unsure rule on, and it is the top probability of the raw rows
-    that decided the tokens (checked against ``pyspec.row_logprobs`` on the same rows)."""
+    asked for only with the unsure rule on (the default), and it is the top probability of
+    the raw rows that decided the tokens (checked against ``pyspec.row_logprobs`` on the same
+    rows)."""
     import pyspec.llama.loop as loop_module
 
     calls = []
@@ -869,10 +871,11 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     monkeypatch.setattr(loop_module, "verify_from_pointer", verify_and_check)
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     with contextlib.closing(llm):
+        llm.speculation.controller.unsure_below = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert calls and not any(calls)  # the rule off: nothing asked
         calls.clear()
-        llm.speculation.controller.unsure_below = UNSURE_BELOW
+        llm.speculation.controller.unsure_below = UNSURE_BELOW  # the default
         llm.create_completion(EDIT_PROMPT, max_tokens=24, temperature=0.0)
         assert calls and all(calls)
         confidence = llm.speculation.last_request.confidence

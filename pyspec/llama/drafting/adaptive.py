@@ -68,7 +68,8 @@ UNPROVEN_DRAFT_MAX = 16
 # ngram-simple drafts up to 48, ngram-mod up to 64), chats unchanged; without the rule,
 # edits 2.30x and chats 1.062x -> 1.079x. Replayed in docs/drafting.md.
 DEFAULT_DRAFT_MAX = 64
-# The unsure rule (DraftLengthController.unsure_below, off by default): a free draft is not
+# The unsure rule (DraftLengthController.unsure_below; the loop turns it on beside a free
+# drafter, a bare controller has it off): a free draft is not
 # verified while the target itself was unsure, when the smallest probability the target gave
 # any of its last UNSURE_WINDOW emitted tokens (the top of each row that decided them) is
 # below UNSURE_BELOW. In the recorded chats (Qwen2.5-Coder 1.5B, greedy) a copy followed for
@@ -77,9 +78,11 @@ DEFAULT_DRAFT_MAX = 64
 # in three orders of the chats and edits on four batch curves, it gained the chats 0.4-2.5%
 # and moved the edits -0.04% to +3.6%; no worst chat fell, one worst edit did (4.98x ->
 # 4.79x plain on the Xeon AMX curve). The threshold and window were chosen on those
-# recordings (0.2-0.5; 2, 4, 8 rows). Off because every round must read its rows' top
-# probabilities (only when a draft is to be decided, it lost 0.6-1.6% on two curves): 0.1-0.2
-# ms a round here, about the 0.7% it gains on this Zen 4's curve (docs/drafting.md, session 20).
+# recordings (0.2-0.5; 2, 4, 8 rows). It needs every round's rows' top probabilities (read
+# only when a draft is to be decided, it lost 0.6-1.6% on two curves): read by a second pass
+# per row they cost 0.2 ms a round on this Zen 4, about the 0.7% the rule gains on its curve,
+# so it waited (session 20) for the verifier to give them from its own pass (top_probs: 0.05
+# ms a round, session 21; docs/drafting.md).
 UNSURE_BELOW = 0.3
 UNSURE_WINDOW = 4
 
@@ -179,9 +182,8 @@ class DraftLengthController:
         self.slow_start_in_cost = True
         self._realised: dict = {}  # (bucket, speculative) -> recent rounds' tokens/s
         # Below this confidence (choose's ``confidence``) a free draft is not verified (None,
-        # the default: never; UNSURE_BELOW: the rule replayed in session 20, off because
-        # reading each row's top probability costs this Zen 4 about what the rule gains,
-        # docs/drafting.md). Its plain round's shadow check is not recorded
+        # a bare controller's default: never; UNSURE_BELOW: the rule, which the loop sets
+        # beside a free drafter, docs/drafting.md). Its plain round's shadow check is not recorded
         # either: a draft held back because the target was unsure would teach its bucket the
         # acceptance of unsure moments, and hold back the drafts made when it is sure.
         self.unsure_below: Optional[float] = None
