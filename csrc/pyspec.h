@@ -182,8 +182,10 @@ typedef struct pyspec_draft_probs {
  *                   pyspec's draft-length controller reads it). The CPU verifier leaves the
  *                   logits more than PYSPEC_TOP_PROB_SPAN below the row's maximum out of the
  *                   normaliser, so it may overstate the probability by n_vocab * exp(-16) of
- *                   itself at most (1.7% at 152k tokens; about 1e-4 on real rows); its pass
- *                   exponentiates only the blocks of logits that hold one within the span. */
+ *                   itself at most (1.7% at 152k tokens; about 1e-4 on real rows) and is
+ *                   never below it beyond float rounding; its pass exponentiates only the
+ *                   blocks of logits (16 with AVX-512, 8 with AVX2) that hold one within the
+ *                   span. */
 typedef struct pyspec_sequence {
     const void               *target_logits;
     int64_t                   logits_row_stride;
@@ -375,12 +377,15 @@ PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
 /* pyspec_verify_batch on the GPU, enqueued on `stream` (a cudaStream_t; NULL is the legacy
  * default stream) without waiting for the device. `seqs` is a HOST array of descriptors;
  * every pointer inside them (target_logits, draft_tokens, draft_probs->probs and ->tokens,
- * params.penalty_history, out_tokens, out_logprobs, out_n_accepted) is a DEVICE pointer on
+ * params.penalty_history, out_tokens, out_logprobs, out_n_accepted, out_top_probs) is a
+ * DEVICE pointer on
  * the verifier's device, except `draft_probs` itself, which points at a host struct.
  * Results are ready when the stream is. Emitted tokens are identical to the CPU path's.
  * Launches: ceil(n_seqs / 96) descriptor copies, then 3 kernels (validate; one block per
  * verify row; finish), whatever the draft lengths. Needs a driver for CUDA 12.1 or later
- * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise.
+ * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise;
+ * top probabilities sum every term of the row (the CPU path leaves out those more than
+ * PYSPEC_TOP_PROB_SPAN below the maximum, so its value may be higher by its bound).
  * Limits of this back end: sparse draft rows of at most 4096 entries (PYSPEC_ERR_CAPACITY
  * otherwise: pass dense rows), n_seqs <= max_seqs and total rows <= max_rows.
  * What the host can check (NULLs, shapes, sampling parameters, capacity) is checked before

@@ -60,9 +60,9 @@ static pyspec_status check_sparse_row(const pyspec_draft_probs *dp, int64_t i, p
 }
 
 /* The maximum of the raw (unpenalised) logits of a validated row. The logprob normaliser
- * needs it: with penalties on, dist.max_logit is the penalised maximum, and a raw logit
- * above it would put exp() outside (-inf, 0], where the fixed-point weights saturate. Only
- * paid with logprobs and penalties together. */
+ * and the top probability need it: with penalties on, dist.max_logit is the penalised
+ * maximum, and a raw logit above it would put exp() outside (-inf, 0], where the fixed-point
+ * weights saturate. Only paid with penalties and logprobs or top probabilities together. */
 static float raw_row_max(const void *row, int64_t n_vocab, int32_t dtype) {
     float m = -INFINITY;
     if (dtype == PYSPEC_F32) {
@@ -78,7 +78,8 @@ static float raw_row_max(const void *row, int64_t n_vocab, int32_t dtype) {
 }
 
 /* Resolves verify row i of seq: writes the token that row would emit into out_tokens[i]
- * (the draft itself when accepted) and, if asked, its log-probability. *stops is set when
+ * (the draft itself when accepted) and, if asked, its log-probability and the row's top
+ * probability. *stops is set when
  * the row ends the sequence (a rejection, or the bonus row). */
 static pyspec_status resolve_row(const pyspec_sequence *seq, int64_t i, int64_t n_vocab,
                                  int32_t dtype, pyspec_scratch *scratch, int *stops,

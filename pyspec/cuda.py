@@ -471,6 +471,7 @@ def verify_from_device_pointer(
     out_tokens_address: int,
     out_n_accepted_address: int,
     out_logprobs_address: int = 0,
+    out_top_probs_address: int = 0,
     draft_probs_address: int = 0,
     draft_probs_tokens_address: int = 0,
     draft_probs_row_stride: Optional[int] = None,
@@ -488,7 +489,8 @@ def verify_from_device_pointer(
     """The raw CUDA entry point: every address is a device address on `device`.
 
     Enqueues one sequence's verify on `stream` and writes n_draft + 1 tokens (capacity),
-    the accepted count (int64) and optionally logprobs into the caller's device buffers.
+    the accepted count (int64) and optionally logprobs and top probabilities (float32, n_draft
+    + 1 each; ``VerifyResult``'s) into the caller's device buffers.
     With ``synchronize=False`` nothing is waited for: the outputs are ready when the stream
     is, and device-side errors surface at the next ``check_device_errors(device, stream)``.
     """
@@ -526,6 +528,7 @@ def verify_from_device_pointer(
         out_tokens=out_tokens_address,
         out_n_accepted=out_n_accepted_address,
         out_logprobs=out_logprobs_address or None,
+        out_top_probs=out_top_probs_address or None,
     )
     verifier.enqueue(table.seqs, 1, n_vocab, code, s)
     if synchronize:

@@ -35,7 +35,8 @@ class VerifyResult:
     target distribution (log-softmax of the untransformed logits); ``top_probs`` (when
     requested) the largest probability of that distribution at each emitted row, how sure the
     target was where it decided each token (on the CPU it leaves out the logits more than 16
-    below the row's maximum: at most n_vocab * exp(-16) of itself too high).
+    below the row's maximum: at most n_vocab * exp(-16) of itself too high, never lower than
+    float rounding allows).
     """
 
     n_accepted: int

@@ -760,15 +760,16 @@ def test_python_device_path_equals_host_path(host_as_device, mode):
     if mode == "point":  # all logits must share a dtype in one call
         reqs_h = [r for i, r in enumerate(reqs_h) if i % 2]
         reqs_d = [r for i, r in enumerate(reqs_d) if i % 2]
-        want = pyspec.verify_batch(reqs_h, logprobs=True)
-        got = pyspec.verify_batch(reqs_d, logprobs=True)
+        want = pyspec.verify_batch(reqs_h, logprobs=True, top_probs=True)
+        got = pyspec.verify_batch(reqs_d, logprobs=True, top_probs=True)
     else:
-        want = [pyspec.verify_batch([r], logprobs=True)[0] for r in reqs_h]
-        got = [pyspec.verify_batch([r], logprobs=True)[0] for r in reqs_d]
+        want = [pyspec.verify_batch([r], logprobs=True, top_probs=True)[0] for r in reqs_h]
+        got = [pyspec.verify_batch([r], logprobs=True, top_probs=True)[0] for r in reqs_d]
     for g, w in zip(got, want):
         assert g.n_accepted == w.n_accepted
         np.testing.assert_array_equal(g.tokens, w.tokens)
         np.testing.assert_array_equal(g.logprobs, w.logprobs)
+        np.testing.assert_array_equal(g.top_probs, w.top_probs)  # the arena's own slot
     # one sequence through pyspec.verify, a strided view of the logits
     big = rng.standard_normal((3, V + 7)).astype(np.float32)
     w = pyspec.verify(big[:, :V], [1, 2], None, PARAMS[2], 3)

@@ -324,6 +324,9 @@ def test_json_schema_chat_completion_gives_valid_json_speculatively(request, nam
             assert set(value) == set(SCHEMA["required"])
         assert spec.speculation.last.fallback_reason == ""
         assert spec.speculation.last.grammar_rows > 0
+        # the unsure rule (on by default) read the raw rows' top probabilities on the host
+        confidence = spec.speculation.last_request.confidence
+        assert confidence and all(0 < c <= 1 for c in confidence)
     spec.close()
 
 

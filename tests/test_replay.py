@@ -189,13 +189,16 @@ def test_the_targets_confidence_reaches_the_controller_in_the_replay():
             controller=controller,
             confidence=confidence,
         )
-        return r.speedup, r.drafted, r.accepted, r.verify_steps
+        return r.speedup, r.drafted, r.accepted, r.verify_steps, r.unsure_holds
 
     n = len(g["output"])
     free = replay(None)
+    assert free[4] == 0  # nothing known, nothing held back
     assert replay([1.0] * n) == free
-    assert replay([0.0] * n)[1] == 0
+    unsure = replay([0.0] * n)
+    assert unsure[1] == 0 and unsure[4] > 0  # every draft held back, and counted
     # the target unsure of 20 tokens mid-copy (a round verifies at most 17): those rounds are
     # plain, and the copy is verified in drafts again after them
     dip = replay([0.1 if 40 <= i < 60 else 1.0 for i in range(n)])
     assert dip[0] < free[0] and dip[2] > 0.8 * free[2], (dip, free)
+    assert 0 < dip[4] < unsure[4]

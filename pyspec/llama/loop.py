@@ -542,8 +542,9 @@ class Speculation:
         """Drafts for the next round and how many of them to verify: the free drafter's,
         where the cost model finds them worth verifying (and, with the unsure rule on, the
         target was not unsure of its last tokens: ``confidence``); else the costly
-        drafter's, where its controller finds that it pays."""
-        draft, k = Draft([]), 0
+        drafter's, where its controller finds that it pays. (draft, how many to verify,
+        whether the free draft was held back because the target was unsure)"""
+        draft, k, held_back = Draft([]), 0, False
         drafter = self.free_drafter
         if drafter is not None:  # draft first, then let the cost model cut
             controller = self.controller
@@ -567,12 +568,13 @@ class Speculation:
                 if draft.tokens
                 else 0
             )
+            held_back = bool(draft.tokens) and controller.held_back
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
             if k:
                 draft = drafter.draft(np.asarray(context), k, params, len(context))
-        return draft, min(k, len(draft.tokens))
+        return draft, min(k, len(draft.tokens)), held_back
 
     # ---- the loop -----------------------------------------------------------------------
     def generate(
@@ -703,8 +705,10 @@ class Speculation:
         if req.max_tokens is not None:  # a round emits at most its drafts and one token more
             room = min(room, max(req.max_tokens - req.stats.emitted - 1, 0))
         confidence = min(req.confidence) if req.confidence else None
-        draft, k = self._draft(req.context, room, req.params, req.constraints, confidence)
-        plan = Plan(draft, draft.tokens[:k], draft.probs, k)
+        draft, k, held_back = self._draft(
+            req.context, room, req.params, req.constraints, confidence
+        )
+        plan = Plan(draft, draft.tokens[:k], draft.probs, k, held_back=held_back)
         if req.constraints is not None:
             plan.drafts, plan.states, plan.forbidden = self._follow_grammar(
                 req.constraints, plan.drafts, draft.probs
@@ -740,6 +744,7 @@ class Speculation:
             token_kinds=tuple(plan.draft.token_kinds or ()),
             predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
             costly=plan.draft.costly,
+            held_back=plan.held_back,
         )
         return result, addr, r
 
@@ -778,7 +783,12 @@ class Speculation:
         on (DraftLengthController.unsure_below, the default beside a free drafter) and a free
         drafter's adaptive lengths."""
         c = self.controller
-        return self.free_drafter is not None and c.unsure_below is not None and not c.fixed
+        return (
+            self.free_drafter is not None
+            and c.unsure_below is not None
+            and not c.fixed
+            and c.draft_max > 0  # (draft_max 0: nothing to hold back)
+        )
 
     def _controller_of(self, draft: Draft) -> DraftLengthController:
         return self.costly_controller if draft.costly else self.controller

@@ -79,7 +79,8 @@ class Request:
     prompt_row: Optional[np.ndarray] = None  # the saved prompt row whose address is in use
     max_tokens: Optional[int] = None  # CompletionOptions.max_tokens
     # The probability the target gave each of its last emitted tokens (the top of the row
-    # that decided it; read on the host, with the unsure rule on): ``confidence``.
+    # that decided it, from the verifier's pass; a grammar's rows read raw on the host; with
+    # the unsure rule on): ``confidence``.
     confidence: deque = field(default_factory=lambda: deque(maxlen=UNSURE_WINDOW))
 
     @property
@@ -98,6 +99,7 @@ class Plan:
     n_offered: int  # drafts the cost model let through, before the grammar's cut
     states: Optional[list] = None  # grammar states per verify row
     forbidden: bool = False  # the last draft is forbidden (rejected for certain)
+    held_back: bool = False  # the free draft waited: the target was unsure (the unsure rule)
 
     @classmethod
     def empty(cls) -> Plan:

@@ -41,6 +41,9 @@ class Round:
     token_kinds: tuple = ()
     predicted: float = 0.0
     costly: bool = False  # drafted by the costly drafter (beside a free one: combined.py)
+    # The free drafter's draft was held back because the target was unsure of its last
+    # tokens (the unsure rule, DraftLengthController.unsure_below).
+    held_back: bool = False
 
     @property
     def speculative(self) -> bool:

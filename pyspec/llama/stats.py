@@ -47,6 +47,9 @@ class SpeculationStats:
     memory_lookups: int = 0
     memory_hits: int = 0
     memory_tokens: int = 0
+    # Rounds whose free draft waited because the target was unsure of its last tokens (the
+    # unsure rule; on by default beside a free drafter).
+    unsure_holds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -85,6 +88,7 @@ class SpeculationStats:
         self.draft_seconds += r.draft_seconds
         self.target_seconds += r.target_seconds
         self.verify_seconds += r.verify_seconds
+        self.unsure_holds += r.held_back
         if r.batch > 1:
             self.verify_steps += 1
             self.draft_lengths[r.verified] = self.draft_lengths.get(r.verified, 0) + 1

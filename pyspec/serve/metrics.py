@@ -122,6 +122,12 @@ class Metrics:
             per_model(lambda n, t: t.memory_tokens),
         )
         metric(
+            "unsure_holds_total",
+            "counter",
+            "Rounds whose free draft waited because the target was unsure of its last tokens.",
+            per_model(lambda n, t: t.unsure_holds),
+        )
+        metric(
             "acceptance_ratio",
             "gauge",
             "Accepted over drafted tokens.",

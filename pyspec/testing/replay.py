@@ -44,6 +44,7 @@ class ReplayResult:
     drafted: int
     accepted: int
     controller: DraftLengthController = None  # as it stands after the replay
+    unsure_holds: int = 0  # rounds whose draft waited: the target was unsure (the unsure rule)
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -146,6 +147,7 @@ def replay_lookup(
             round_seconds=observed,
             token_kinds=tuple(draft.token_kinds or ()),
             shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
+            held_back=controller.held_back,
         )
         controller.observe(r)
         stats.add_round(r)
@@ -153,5 +155,11 @@ def replay_lookup(
     drafter.end_request(list(prompt) + list(output))
     speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
     return ReplayResult(
-        speedup, stats.plain_steps, stats.verify_steps, stats.drafted, stats.accepted, controller
+        speedup,
+        stats.plain_steps,
+        stats.verify_steps,
+        stats.drafted,
+        stats.accepted,
+        controller,
+        stats.unsure_holds,
     )

@@ -224,6 +224,8 @@ int main(int argc, char **argv) {
         std::vector<pyspec_sequence> seqs(n_seqs);
         std::vector<pyspec_draft_probs> dps(n_seqs);
         std::vector<int32_t> out_cpu(rows), out_emu(rows);
+        std::vector<float> top_cpu(rows), top_emu(rows); // every other case asks for them
+        const bool want_top = c % 2 == 0;
         std::vector<int64_t> n_cpu(n_seqs), n_emu(n_seqs);
         int row0 = 0;
         for (int s = 0; s < n_seqs; ++s) {
@@ -290,13 +292,17 @@ int main(int argc, char **argv) {
         // the CPU library
         row0 = 0;
         for (int s = 0; s < n_seqs; ++s) {
-            seqs[s].out_tokens = out_cpu.data() + row0; seqs[s].out_n_accepted = &n_cpu[s]; row0 += ks[s] + 1;
+            seqs[s].out_tokens = out_cpu.data() + row0; seqs[s].out_n_accepted = &n_cpu[s];
+            seqs[s].out_top_probs = want_top ? top_cpu.data() + row0 : NULL;
+            row0 += ks[s] + 1;
         }
         const int st_cpu = pyspec_verify_batch(cpu, seqs.data(), n_seqs, V, dtype, 1, &e);
         // the emulated GPU
         row0 = 0;
         for (int s = 0; s < n_seqs; ++s) {
-            seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s]; row0 += ks[s] + 1;
+            seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s];
+            seqs[s].out_top_probs = want_top ? top_emu.data() + row0 : NULL;
+            row0 += ks[s] + 1;
         }
         EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads);
         // the reference, sequence by sequence (its first error is the call's)
@@ -343,6 +349,16 @@ int main(int argc, char **argv) {
             if (!same_cpu) {
                 if (!(seqs[s].params.temperature > 0.0f)) ++greedy_cpu_diff;
                 else ++sampled_cpu_diff;
+            }
+            // Top probabilities: the device sums every term, the CPU leaves out those more
+            // than PYSPEC_TOP_PROB_SPAN below the maximum (higher by V * exp(-span) at most).
+            const double over = (double)V * std::exp(-(double)PYSPEC_TOP_PROB_SPAN);
+            for (int64_t i = 0; want_top && same_cpu && i <= n_emu[s]; ++i) {
+                const double got = top_emu[row0 + i], cpu_top = top_cpu[row0 + i];
+                if (!(got > 0.0 && got <= 1.0 && cpu_top >= got * (1 - 1e-4) && cpu_top <= got * (1 + 1e-4 + over))) {
+                    ++failures;
+                    printf("case %d seq %d row %lld: top probability emu %.8g cpu %.8g\n", c, s, (long long)i, got, cpu_top);
+                }
             }
             row0 += ks[s] + 1;
         }

@@ -200,6 +200,12 @@ class DraftLengthController:
         self.catch_up_ratio = {False: None, True: None}  # the same for the catch-up, if known
         self._carried_gain: dict = {}  # an earlier process's speculative_gain, kept until ours
 
+    @property
+    def held_back(self) -> bool:
+        """Whether the last choice held a free draft back because the target was unsure
+        (until the round is observed)."""
+        return self._held_back
+
     # ---- measurements ---------------------------------------------------------------
     def observe(self, r: Round, *, costs: bool = True) -> None:
         """Learns from one round of the loop (or of a replay): the target's cost for the
