@@ -843,6 +843,7 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         unsure = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
         assert llm.speculation.last.drafted == 0
         assert llm.speculation.last.unsure_holds > 0  # counted in the statistics
+        assert "held back (the target was unsure)" in llm.speculation.last.summary()
         texts = [out["choices"][0]["text"] for out in (unsure, sure)]
         prompt = plain.tokenize(EDIT_PROMPT.encode(), special=True)
         compare_texts(plain, prompt, *texts, qwen_ties, "unsure against sure")

@@ -146,6 +146,11 @@ class SpeculationStats:
                 if self.memory_lookups
                 else ""
             )
+            + (
+                f"; {self.unsure_holds} drafts held back (the target was unsure)"
+                if self.unsure_holds
+                else ""
+            )
             + self._constraint_summary()
         )
 
