@@ -457,9 +457,10 @@ def verify(
         position,
         penalty_history,
     )
-    return verify_batch([req], logprobs=logprobs, stream=stream, top_probs=top_probs, _single=True)[
-        0
-    ]
+    (result,) = verify_batch(
+        [req], logprobs=logprobs, stream=stream, top_probs=top_probs, _single=True
+    )
+    return result
 
 
 def verify_from_device_pointer(
