@@ -785,13 +785,25 @@ def _against_one_mode(rows: list, mode: str) -> str:
 
 
 # The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
-OTHER_LOOKUPS = ("lookup, unsure rule off", "lookup up to 32", "lookup uncalibrated")
+OTHER_LOOKUPS = (
+    "lookup, sure-copy rule off",
+    "lookup, unsure rule off",
+    "lookup up to 32",
+    "lookup uncalibrated",
+)
 
 
 def _against_other_lookup(s: dict, best: str) -> str:
-    """The lookup against the variant that ran beside it: the unsure rule off (session 21
-    on), drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
+    """The lookup against the variant that ran beside it: the sure-copy rule off (session
+    22 on), the unsure rule off (session 21), drafts up to 32 (sessions 18-20), or no
+    calibration (session 17's run)."""
     rate = s["rate"]
+    if "lookup, sure-copy rule off" in rate:
+        off = rate["lookup, sure-copy rule off"]
+        return (
+            f"; with the sure-copy rule off (the default before) {off:.2f} tok/s against "
+            f"{rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
+        )
     if "lookup, unsure rule off" in rate:
         off = rate["lookup, unsure rule off"]
         return (

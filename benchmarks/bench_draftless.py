@@ -25,9 +25,9 @@ for as many tokens as the request's best C++ mode decoded: ``rate_at_cpp``, pysp
 the same tokens. (Until session 20 that rate was read off one lookup run uncapped to 168
 tokens, where the round that crosses the count counts whole: on the code edits a draft of
 47 tokens verified for the last few, 0.7 s of a 2.3 s request.) pyspec's lookup is calibrated
-first (``SpeculativeLlama.calibrate``, not timed), and the same lookup with the unsure rule
-off (``controller.unsure_below = None``, the default before session 21, calibrated too) runs
-beside it: what holding drafts back while the target is unsure changes.
+first (``SpeculativeLlama.calibrate``, not timed), and the same lookup with the sure-copy
+rule off (``controller.sure_above = None``, the default before session 22, calibrated too)
+runs beside it: what believing a long-followed copy while the target is sure changes.
 
 Modes run in turn, in the opposite order for every other request, so a drifting load hits
 all. The Python objects live through the whole run (a server's life): the memory fills with
@@ -55,6 +55,7 @@ MAX_TOKENS = 96
 PYTHON_TOKENS = 168
 THREADS = 2
 CPP_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+SURE_RULE_OFF = "lookup, sure-copy rule off"
 
 
 def render_chat(llm, messages) -> str:
@@ -258,15 +259,16 @@ def bench_draftless_modes(benchmark, monkeypatch):
     }
     # The batch costs measured at every draft length once, as `pyspec generate`/`serve` do
     # on a model and setup's first start (SpeculativeLlama.calibrate), not timed here; the
-    # same lookup with the unsure rule off, the default before, shows what the rule changes.
-    python_modes["lookup, unsure rule off"] = SpeculativeLlama(target, draft="lookup", **common)
-    python_modes["lookup, unsure rule off"].speculation.controller.unsure_below = None
+    # same lookup with the sure-copy rule off, the default before, shows what the rule
+    # changes (session 21 ran the unsure rule off here).
+    python_modes[SURE_RULE_OFF] = SpeculativeLlama(target, draft="lookup", **common)
+    python_modes[SURE_RULE_OFF].speculation.controller.sure_above = None
     # The lookup asked for as many tokens as each request's best C++ mode decoded: a second
     # object (its memory sees every request once, as the first's does), calibrated alike.
     same_tokens = {"lookup": SpeculativeLlama(target, draft="lookup", **common)}
     for llm in (
         python_modes["lookup"],
-        python_modes["lookup, unsure rule off"],
+        python_modes[SURE_RULE_OFF],
         same_tokens["lookup"],
     ):
         print("\n" + str(llm.calibrate(progress=print)), flush=True)

@@ -3,6 +3,9 @@
 import numpy as np
 
 from pyspec.llama.drafting.adaptive import (
+    SURE_ABOVE,
+    SURE_COPY_ACCEPTANCE,
+    SURE_RUN,
     UNPROVEN_DRAFT_MAX,
     UNSURE_BELOW,
     WARMUP_PLAIN_ROUNDS,
@@ -405,9 +408,16 @@ def test_a_free_draft_is_held_back_while_the_target_is_unsure():
     assert fixed.allow_zero and fixed.choose(16, confidence=0.01) == 4
 
 
-def _missed() -> Round:
-    """A plain round (one token, at the one-token cost) whose draft's first token missed."""
-    return Round(bucket="copy", target_seconds=1.0, round_seconds=1.0, shadow_match=False)
+def _missed(held_back: bool = False) -> Round:
+    """A plain round (one token, at the one-token cost) whose draft's first token missed
+    (``held_back``: the round was plain because the unsure rule held its draft back)."""
+    return Round(
+        bucket="copy",
+        target_seconds=1.0,
+        round_seconds=1.0,
+        shadow_match=False,
+        held_back=held_back,
+    )
 
 
 def test_a_draft_held_back_while_unsure_teaches_its_bucket_nothing():
@@ -416,14 +426,60 @@ def test_a_draft_held_back_while_unsure_teaches_its_bucket_nothing():
     held, watched = _sure_copy(), _sure_copy()
     for _ in range(30):
         assert held.choose(16, "copy", draft_cost=0.0, confidence=0.1) == 0
-        held.observe(_missed())
+        assert held.held_back
+        held.observe(_missed(held_back=held.held_back))
         watched.choose(16, "copy", draft_cost=0.0)
-        watched.observe(_missed())
+        assert not watched.held_back
+        watched.observe(_missed(held_back=watched.held_back))
     assert held.acceptance("copy") > 0.9 > 0.5 > watched.acceptance("copy")
-    # a plain round chosen for any other reason still records its check, even right after
-    # a choice that held a draft back and was never observed
-    assert held.choose(16, "copy", draft_cost=0.0, confidence=0.1) == 0
+    # a plain round chosen for any other reason still records its check
     held.choose(0, "copy", draft_cost=0.0, confidence=0.1)  # no room: not held back
+    assert not held.held_back
     before = held.acceptance("copy")
-    held.observe(_missed())
+    held.observe(_missed(held_back=held.held_back))
     assert held.acceptance("copy") < before
+
+
+def _broken_copy():
+    """A watched copy bucket that has just failed: acceptance about 0.45 and a slow start
+    at 2, on a curve like this Zen 4's (a batch of 9 costs 6.6 tokens, one of 17 only 7)."""
+    c = _shadowed(lambda n: 1.0 + 0.7 * (n - 1) if n <= 9 else 6.6 + 0.05 * (n - 9))
+    for _ in range(6):
+        c.record_acceptance(4, 1, "copy")
+    assert 0.3 < c.acceptance("copy") < 0.6
+    return c
+
+
+def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait():
+    c = _broken_copy()
+    assert c.sure_above is None  # off on a bare controller
+    sure = dict(draft_cost=0.0, confidence=SURE_ABOVE, followed=SURE_RUN)
+    assert c.choose(16, "copy", **sure) == 0  # the rule off: the bucket decides
+    c.sure_above = SURE_ABOVE
+    assert c.choose(16, "copy", **sure) == 16  # past the bucket's slow start
+    assert "copy followed for" in c.last_reason
+    assert c.last_expected > 1 + 8 * SURE_COPY_ACCEPTANCE**8  # what the belief predicts
+    # not sure enough, followed too briefly, or the confidence unknown: the bucket decides
+    for off in (
+        dict(sure, confidence=SURE_ABOVE - 0.01),
+        dict(sure, followed=SURE_RUN - 1),
+        dict(sure, confidence=None),
+    ):
+        assert c.choose(16, "copy", **off) == 0
+        assert "copy followed for" not in c.last_reason
+    # the belief holds for its choice only: the bucket's own estimate is unchanged
+    assert c.acceptance("copy") < 0.6
+    assert c.expected_tokens(8, "copy") < 1 + 8 * SURE_COPY_ACCEPTANCE**8
+
+
+def test_a_sure_copy_is_only_a_floor_and_a_fixed_length_ignores_it():
+    c = _shadowed(lambda n: 1.0 + 0.7 * (n - 1))
+    c.sure_above = SURE_ABOVE
+    for _ in range(20):
+        c.record_acceptance(16, 16, "copy")  # a bucket surer than the floor
+    sure = dict(draft_cost=0.0, confidence=0.99, followed=40)
+    believed = c.choose(16, "copy", **sure)
+    assert believed == c.choose(16, "copy", draft_cost=0.0) > 8  # never below the bucket
+    fixed = DraftLengthController(0, 4, fixed=True)
+    fixed.sure_above = SURE_ABOVE
+    assert fixed.choose(16, **sure) == 4

@@ -20,7 +20,7 @@ from pyspec.llama import (
     enable_speculation,
 )
 from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.drafting.adaptive import UNSURE_BELOW
+from pyspec.llama.drafting.adaptive import SURE_ABOVE, UNSURE_BELOW
 from pyspec.llama.request import current_options
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
@@ -824,14 +824,16 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
     with contextlib.closing(llm):
         controller = llm.speculation.controller
         assert controller.unsure_below == UNSURE_BELOW
-        seen = []
-        controller.unsure_below = None
+        assert controller.sure_above == SURE_ABOVE
+        seen, followed = [], []
+        controller.unsure_below = controller.sure_above = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert len(llm.speculation.last_request.confidence) == 0
-        controller.unsure_below = UNSURE_BELOW
+        controller.unsure_below, controller.sure_above = UNSURE_BELOW, SURE_ABOVE
 
         def choose(*args, confidence=None, real=controller.choose, **kwargs):
             seen.append(confidence)
+            followed.append(kwargs.get("followed", 0))
             return real(*args, confidence=confidence, **kwargs)
 
         controller.choose = choose
@@ -839,6 +841,7 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert llm.speculation.last.drafted > 0
         assert seen and all(c is not None and 0.0 < c <= 1.0 for c in seen), seen
         assert min(seen) < 1.0  # probabilities, not a constant
+        assert max(followed) > 0  # the copy's run reaches the controller beside them
         controller.unsure_below = 1.01
         unsure = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
         assert llm.speculation.last.drafted == 0
@@ -873,11 +876,16 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     monkeypatch.setattr(loop_module, "verify_from_pointer", verify_and_check)
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     with contextlib.closing(llm):
-        llm.speculation.controller.unsure_below = None
+        controller = llm.speculation.controller
+        controller.unsure_below = controller.sure_above = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
-        assert calls and not any(calls)  # the rule off: nothing asked
+        assert calls and not any(calls)  # the rules off: nothing asked
         calls.clear()
-        llm.speculation.controller.unsure_below = UNSURE_BELOW  # the default
+        controller.sure_above = SURE_ABOVE  # one rule alone reads them too
+        llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
+        assert calls and all(calls)
+        calls.clear()
+        controller.unsure_below = UNSURE_BELOW  # the defaults
         llm.create_completion(EDIT_PROMPT, max_tokens=24, temperature=0.0)
         assert calls and all(calls)
         confidence = llm.speculation.last_request.confidence

@@ -65,6 +65,25 @@ def test_a_rewritten_context_starts_over():
     assert lookup.draft([7, 8, 9, 7], 2, None, 0).tokens == [8, 9]
 
 
+def test_a_draft_says_how_long_the_output_has_followed_its_source():
+    """Draft.followed: the copy cursor's run, which the sure-copy rule reads; it grows as
+    the output follows the source and falls to the new match when the output leaves it."""
+    source = list(range(100, 140))
+    lookup = PromptLookup()
+    context = source + [0] + source[:5]
+    first = lookup.draft(context, 4, None, 0)
+    assert first.tokens == source[5:9] and first.followed >= 5
+    for n in range(6, 30):
+        context = source + [0] + source[:n]
+        d = lookup.draft(context, 4, None, 0)
+        assert d.tokens == source[n : n + 4]
+        assert d.followed >= n  # every token since the match was the source's
+    assert d.followed > first.followed + 20
+    gone = lookup.draft(context + [7, 8], 4, None, 0)  # the output left the source
+    assert gone.followed < 5
+    assert lookup.draft([1, 2, 3], 4, None, 0).followed == 0  # nothing to follow
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(max_ngram=0), dict(min_ngram=3, max_ngram=2), dict(resync_window=0), dict(max_edit=0)],

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pyspec.llama.drafting.adaptive import FREE_DRAFTER, UNSURE_BELOW, DraftLengthController
+from pyspec.llama.drafting.adaptive import (
+    FREE_DRAFTER,
+    SURE_ABOVE,
+    UNSURE_BELOW,
+    DraftLengthController,
+)
 from pyspec.testing.replay import batch_cost, replay_lookup
 
 DATA = json.loads((Path(__file__).parent / "data" / "recorded_generations.json").read_text())
@@ -202,3 +207,31 @@ def test_the_targets_confidence_reaches_the_controller_in_the_replay():
     dip = replay([0.1 if 40 <= i < 60 else 1.0 for i in range(n)])
     assert dip[0] < free[0] and dip[2] > 0.8 * free[2], (dip, free)
     assert 0 < dip[4] < unsure[4]
+
+
+def test_the_sure_copy_rule_in_the_replay_acts_only_where_the_target_was_sure():
+    """The replay hands the controller each draft's ``followed`` beside the confidence: with
+    the sure-copy rule on and the target sure of every token, the copies of a repetitive
+    greedy text are drafted longer than their buckets alone allow; at a confidence between
+    the unsure and the sure thresholds nothing changes."""
+    g = GENERATIONS["gemma-repeat-greedy"]
+    n = len(g["output"])
+
+    def replay(confidence, sure_above):
+        watch = dataclasses.replace(FREE_DRAFTER, shadowed=True)
+        controller = DraftLengthController(0, DRAFT_MAX[g["model"]], watch=watch)
+        controller.unsure_below, controller.sure_above = UNSURE_BELOW, sure_above
+        r = replay_lookup(
+            g["prompt"],
+            g["output"],
+            COSTS[g["model"]],
+            max_tokens=RECORDED_MAX_TOKENS,
+            controller=controller,
+            confidence=confidence,
+        )
+        return r.drafted, r.accepted, r.verify_steps
+
+    off = replay([1.0] * n, None)
+    assert replay([1.0] * n, SURE_ABOVE) != off  # the rule took part
+    middle = (UNSURE_BELOW + SURE_ABOVE) / 2
+    assert replay([middle] * n, SURE_ABOVE) == replay([middle] * n, None)

@@ -29,6 +29,7 @@ from pyspec.llama.context import model_output_on_gpu
 from pyspec.llama.drafting.adaptive import (
     COSTLY_DRAFTER,
     FREE_DRAFTER,
+    SURE_ABOVE,
     UNSURE_BELOW,
     UNSURE_WINDOW,
     DraftLengthController,
@@ -130,9 +131,13 @@ class Speculation:
         )
         # The unsure rule: a free draft waits while the target was unsure of its last tokens
         # (adaptive.UNSURE_BELOW), read from the verifier's own pass over the rows it decides
-        # anyway (top_probs). controller.unsure_below = None turns it off.
+        # anyway (top_probs). controller.unsure_below = None turns it off. Beside it the
+        # sure-copy rule: a copy the output has followed for a while, offered while the
+        # target was sure of its last tokens, is believed to go on (adaptive.SURE_ABOVE;
+        # controller.sure_above = None turns it off).
         if self.free_drafter is not None and adaptive:
             self.controller.unsure_below = UNSURE_BELOW
+            self.controller.sure_above = SURE_ABOVE
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
@@ -509,11 +514,11 @@ class Speculation:
         return self._verify_constrained(req, plan, addr, n_rows, history)
 
     def _note_confidence(self, req: Request, result: VerifyResult, addr: int) -> None:
-        """With the unsure rule on, how sure the target was of the tokens a round decided
-        (the top probability of each row, from the raw rows at ``addr``): the verifier's own
-        pass gives them (``top_probs``); a grammar's rows, which it verifies changed, are
-        read raw here, on the host (``pyspec.row_logprobs``). The in-graph sampler keeps its
-        rows on its side: nothing to read."""
+        """With the unsure or sure-copy rule on, how sure the target was of the tokens a
+        round decided (the top probability of each row, from the raw rows at ``addr``): the
+        verifier's own pass gives them (``top_probs``); a grammar's rows, which it verifies
+        changed, are read raw here, on the host (``pyspec.row_logprobs``). The in-graph
+        sampler keeps its rows on its side: nothing to read."""
         if req.graph is not None or not self._reads_confidence:
             return
         n = len(result.tokens)
@@ -564,6 +569,7 @@ class Speculation:
                     draft_cost=0.0,
                     kinds=draft.token_kinds,
                     confidence=confidence,
+                    followed=draft.followed,
                 )
                 if draft.tokens
                 else 0
@@ -779,13 +785,13 @@ class Speculation:
     def _reads_confidence(self) -> bool:
         """Whether each round reads the target's confidence in its last tokens (the top of
         each row that decided one, from the verifier's pass: 0.01-0.05 ms a round on this
-        Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure rule
-        on (DraftLengthController.unsure_below, the default beside a free drafter) and a free
-        drafter's adaptive lengths."""
+        Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure or
+        the sure-copy rule on (DraftLengthController.unsure_below, sure_above: the defaults
+        beside a free drafter) and a free drafter's adaptive lengths."""
         c = self.controller
         return (
             self.free_drafter is not None
-            and c.unsure_below is not None
+            and (c.unsure_below is not None or c.sure_above is not None)
             and not c.fixed
             and c.draft_max > 0  # (draft_max 0: nothing to hold back)
         )

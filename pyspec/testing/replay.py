@@ -123,6 +123,7 @@ def replay_lookup(
                 draft_cost=0.0,
                 kinds=draft.token_kinds,
                 confidence=sure,
+                followed=draft.followed,
             )
             if draft.tokens
             else 0

@@ -85,6 +85,24 @@ DEFAULT_DRAFT_MAX = 64
 # ms a round, session 21; docs/drafting.md).
 UNSURE_BELOW = 0.3
 UNSURE_WINDOW = 4
+# The sure-copy rule (DraftLengthController.sure_above; the loop turns it on beside the unsure
+# rule, a bare controller has it off): a draft whose source the output has followed for
+# SURE_RUN tokens or more (Draft.followed), offered while the target gave each of its last
+# UNSURE_WINDOW tokens at least SURE_ABOVE, is believed to pass each token with at least
+# SURE_COPY_ACCEPTANCE, and its bucket's slow start does not bound it. Why: a bucket's
+# estimate forgets over ~13 rounds, so after a chat's copy broke (2 of its drafts rejected),
+# a new copy the output then followed passed 30 shadow checks in a row while its bucket
+# climbed from 0.39 to 0.87 and drafted nothing (session 22, recorded chat 17). In the
+# recorded chats such a copy's next token passed 92-96% (8-15 tokens followed) and 93-100%
+# (16-31) when all 4 rows gave more than 0.8 (docs/drafting.md). Replayed (three orders, five
+# batch curves): chats -0.1% to +2.7% (this Zen 4's live curve +2.6%), edits +0% to +7.5%
+# (one worst edit 1.5% lower), no worst chat lower. From 8 tokens followed instead of 12 (at
+# 0.8 or 0.9) a worst chat fell on this Zen 4's calibrated curve (0.987x -> 0.960x plain),
+# and a floor learned across requests carried the edits' passes into the chats (a worst
+# chat 0.955x -> 0.753x). The three values were chosen on those recordings.
+SURE_ABOVE = 0.9
+SURE_RUN = 12
+SURE_COPY_ACCEPTANCE = 0.92
 
 
 @dataclass(frozen=True)
@@ -188,6 +206,12 @@ class DraftLengthController:
         # acceptance of unsure moments, and hold back the drafts made when it is sure.
         self.unsure_below: Optional[float] = None
         self._held_back = False  # the last choice was plain because the target was unsure
+        # At or above this confidence, a draft whose source the output has followed for
+        # SURE_RUN tokens is believed to pass each token with at least SURE_COPY_ACCEPTANCE
+        # (None, a bare controller's default: never; SURE_ABOVE: the rule, which the loop
+        # sets beside the unsure rule). _floor: that belief, during the choice it holds for.
+        self.sure_above: Optional[float] = None
+        self._floor = 0.0
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
         # catch-up cost per token, apart for one or two tokens (a round's own last token:
@@ -210,10 +234,10 @@ class DraftLengthController:
     def observe(self, r: Round, *, costs: bool = True) -> None:
         """Learns from one round of the loop (or of a replay): the target's cost for the
         batch, the drafter's cost, the acceptance of the draft's kind, the round's realised
-        rate and overhead, and a plain round's shadow check (not when the round was plain
-        because the target was unsure: ``choose``'s ``confidence``). ``costs=False``: the
+        rate and overhead, and a plain round's shadow check (not when its draft was held back
+        because the target was unsure: ``Round.held_back``). ``costs=False``: the
         batch cost is not recorded (a second controller sharing the curve, combined.py)."""
-        if self._held_back and r.shadow_match is not None and not r.speculative:
+        if r.held_back and r.shadow_match is not None and not r.speculative:
             r = dataclasses.replace(r, shadow_match=None)
         self._held_back = False
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
@@ -444,10 +468,10 @@ class DraftLengthController:
         if kinds:
             total, alive = 1.0, 1.0
             for kind in kinds[:k]:
-                alive *= min(self.kind_acceptance(kind, bucket), 0.999)
+                alive *= min(max(self.kind_acceptance(kind, bucket), self._floor), 0.999)
                 total += alive
             return total
-        a = min(self.acceptance(bucket), 0.999)
+        a = min(max(self.acceptance(bucket), self._floor), 0.999)
         return (1 - a ** (k + 1)) / (1 - a)
 
     def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None, kinds=None) -> float:
@@ -466,12 +490,15 @@ class DraftLengthController:
         catch_up: int = 0,
         kinds=None,
         confidence: Optional[float] = None,
+        followed: int = 0,
     ) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
         drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
         it drafts; ``kinds``: the kind of each draft in hand (Draft.token_kinds);
         ``confidence``: the smallest probability the target gave its last UNSURE_WINDOW
-        emitted tokens (None: not known), below ``unsure_below`` a plain round.
+        emitted tokens (None: not known), below ``unsure_below`` a plain round;
+        ``followed``: tokens the output has followed the draft's source (Draft.followed),
+        with ``confidence`` at or above ``sure_above`` a sure copy from SURE_RUN.
         ``last_reason`` says why; ``last_expected`` the tokens the choice expects."""
         self._held_back = False
         if (
@@ -489,13 +516,32 @@ class DraftLengthController:
             )
             self.last_expected = 1.0
             return 0
-        k, self.last_reason = self._choose(limit, bucket, draft_cost)
-        if k and kinds and len(set(kinds[:k])) > 1 and not self.fixed:
-            # (A draft of one kind says nothing its bucket's estimate does not.)
-            k, self.last_reason = self._cut_by_kinds(k, bucket, draft_cost, kinds, self.last_reason)
-        if k and self.budget is not None and draft_cost is None and not self.fixed:
-            k, self.last_reason = self._within_budget(k, catch_up, self.last_reason)
-        self.last_expected = self.expected_tokens(k, bucket, kinds) if k else 1.0
+        sure = (
+            self.sure_above is not None
+            and confidence is not None
+            and confidence >= self.sure_above
+            and followed >= SURE_RUN
+            and not self.fixed
+        )
+        self._floor = SURE_COPY_ACCEPTANCE if sure else 0.0
+        try:
+            k, self.last_reason = self._choose(limit, bucket, draft_cost)
+            if k and kinds and len(set(kinds[:k])) > 1 and not self.fixed:
+                # (A draft of one kind says nothing its bucket's estimate does not.)
+                k, self.last_reason = self._cut_by_kinds(
+                    k, bucket, draft_cost, kinds, self.last_reason
+                )
+            if k and self.budget is not None and draft_cost is None and not self.fixed:
+                k, self.last_reason = self._within_budget(k, catch_up, self.last_reason)
+            self.last_expected = self.expected_tokens(k, bucket, kinds) if k else 1.0
+        finally:
+            self._floor = 0.0
+        if sure:
+            self.last_reason += (
+                f"; a copy followed for {followed} tokens while the target gave its last "
+                f"tokens at least {confidence:.2f}: each believed to pass at least "
+                f"{SURE_COPY_ACCEPTANCE:.2f}"
+            )
         return k
 
     def _cut_by_kinds(self, k: int, bucket, draft_cost, kinds, why: str):
@@ -579,7 +625,7 @@ class DraftLengthController:
         3). Replayed on 23 ShareGPT chats and 5 code edits (docs/drafting.md): with a cheap
         curve 1.47x -> 1.55x and 4.54x -> 5.09x plain; with a dear one unchanged."""
         limit = self._limit.get(bucket)
-        if limit is None or limit >= hi:
+        if limit is None or limit >= hi or self._floor:  # (a sure copy: not bounded)
             return hi
         if not self.slow_start_in_cost:
             return limit

@@ -36,6 +36,10 @@ class Draft:
     # None: every token is of the draft's bucket.
     token_kinds: Optional[list] = None
     costly: bool = False  # drafted by a costly drafter (whose controller learns from it)
+    # Tokens the output has followed this draft's source so far (prompt lookup's copy
+    # cursor): with the target sure of them, a long-followed copy is believed to go on
+    # (DraftLengthController.sure_above). 0: not a copy, or not known.
+    followed: int = 0
 
 
 def common_prefix(context: list, held: list) -> int:

@@ -283,7 +283,14 @@ class PromptLookup(Drafter):
                 bucket = "copy"
             else:
                 bucket = "follow" if following else "guess"
-        return Draft(list(out), None, time.perf_counter() - t0, bucket, token_kinds=list(kinds))
+        return Draft(
+            list(out),
+            None,
+            time.perf_counter() - t0,
+            bucket,
+            token_kinds=list(kinds),
+            followed=self._run if cursor is not None and out else 0,
+        )
 
     def draft(self, context, max_tokens, params, position):
         t0 = time.perf_counter()
