@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 from pyspec.cache import cache_dir as cache_root
@@ -65,16 +64,7 @@ def _source(directory: Path, amx: bool) -> Path:
     # The sdist install-llama keeps (an AMX build downloads it; a build from pip does not,
     # so it is downloaded here the first time, into the same place).
     sdist = llama_build.download_sdist(llama_build.sdist_dir(cache_root() / "llama-build"))
-    src = directory / "src"
-    shutil.rmtree(src, ignore_errors=True)
-    with tarfile.open(sdist) as tar:
-        tar.extractall(src, filter="data")
-    tree = next(src.iterdir())
-    if amx:
-        from pyspec.llama.runtime.amx_fix import apply_to_tree
-
-        apply_to_tree(tree)
-    return tree / "vendor" / "llama.cpp"
+    return llama_build.unpack_sdist(sdist, directory, amx_fix=amx) / "vendor" / "llama.cpp"
 
 
 def ensure_tools(*, quiet: bool = False) -> Path:

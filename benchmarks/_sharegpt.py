@@ -10,7 +10,21 @@ prose-or-code chats of a size that fits (the prompt limit is in tokens of the mo
 from __future__ import annotations
 
 import json
+import os
 from typing import Iterator
+
+
+def chats_asked(default: int) -> int:
+    """How many chats a benchmark runs: PYSPEC_BENCH_CHATS, or its default. Not a positive
+    whole number: an error that says so (0 once took every conversation of the file)."""
+    raw = os.environ.get("PYSPEC_BENCH_CHATS", str(default))
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"PYSPEC_BENCH_CHATS must be a whole number of chats >= 1, got {raw!r}")
+    return n
 
 
 def conversations(limit: int = 2000) -> Iterator[dict]:
@@ -38,6 +52,8 @@ def conversations(limit: int = 2000) -> Iterator[dict]:
 
 def chat_requests(llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens: int = 60):
     """n requests as chat message lists, each ending with a human turn."""
+    if n < 1:
+        raise ValueError(f"asked for {n} chats: at least one")
     out = []
     for item in conversations():
         turns = item.get("conversations") or []

@@ -13,13 +13,13 @@ in the opposite order for every other request. The Python objects live through t
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
+from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS, _geo, run_requests, summarise
 
-N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "8"))
+N_CHATS = chats_asked(8)
 MODES = ("plain", "lookup + draft model", "c++ draft-simple")
 
 

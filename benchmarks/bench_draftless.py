@@ -40,14 +40,14 @@ README table is generated from it (``readme_tables.py``).
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _sharegpt import chats_asked
 
-N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
+N_CHATS = chats_asked(24)
 MAX_TOKENS = 96
 # llama.cpp's tool decodes past its limit to the end of its last accepted draft (up to 161
 # tokens for 96 asked): plain llama-cpp-python decodes this far, one token a round, so that

@@ -35,16 +35,16 @@ this run's timing; the wall-clock check is bench_draftless.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS
 from bench_tree_outlook import recorded_workloads
 
-N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "24"))
+N_CHATS = chats_asked(24)
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
+from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS, render_chat
 
-N_CHATS = int(os.environ.get("PYSPEC_BENCH_CHATS", "8"))
+N_CHATS = chats_asked(8)
 BRANCH_LENGTHS = (1, 2, 4)
 MIN_MATCH, MAX_MATCH = 2, 8
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"

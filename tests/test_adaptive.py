@@ -4,13 +4,14 @@ import numpy as np
 
 from pyspec.llama.drafting.adaptive import (
     SURE_ABOVE,
-    SURE_COPY_ACCEPTANCE,
+    SURE_COPY_FLOORS,
     SURE_RUN,
     UNPROVEN_DRAFT_MAX,
     UNSURE_BELOW,
     WARMUP_PLAIN_ROUNDS,
     DraftLengthController,
     WatchPolicy,
+    sure_copy_floor,
 )
 from pyspec.llama.drafting.costs import default_prior
 from pyspec.llama.rounds import Round
@@ -458,7 +459,7 @@ def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait(
     c.sure_above = SURE_ABOVE
     assert c.choose(16, "copy", **sure) == 16  # past the bucket's slow start
     assert "copy followed for" in c.last_reason
-    assert c.last_expected > 1 + 8 * SURE_COPY_ACCEPTANCE**8  # what the belief predicts
+    assert c.last_expected > 1 + 8 * sure_copy_floor(SURE_RUN) ** 8  # what the belief predicts
     # not sure enough, followed too briefly, or the confidence unknown: the bucket decides
     for off in (
         dict(sure, confidence=SURE_ABOVE - 0.01),
@@ -469,7 +470,25 @@ def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait(
         assert "copy followed for" not in c.last_reason
     # the belief holds for its choice only: the bucket's own estimate is unchanged
     assert c.acceptance("copy") < 0.6
-    assert c.expected_tokens(8, "copy") < 1 + 8 * SURE_COPY_ACCEPTANCE**8
+    assert c.expected_tokens(8, "copy") < 1 + 8 * sure_copy_floor(SURE_RUN) ** 8
+
+
+def test_a_longer_sure_copy_is_believed_more():
+    """The floor steps up with the run (SURE_COPY_FLOORS): from 12 tokens followed 0.92,
+    from 24 0.95; below the shortest run, none."""
+    assert sure_copy_floor(SURE_RUN - 1) == 0.0
+    floors = [sure_copy_floor(run) for run, _ in reversed(SURE_COPY_FLOORS)]
+    assert floors == sorted(floors) and len(set(floors)) == len(floors) > 1
+    assert sure_copy_floor(10_000) == SURE_COPY_FLOORS[0][1]
+    c = _broken_copy()
+    c.sure_above = SURE_ABOVE
+    expected = {}
+    for run, floor in SURE_COPY_FLOORS:
+        assert c.choose(16, "copy", draft_cost=0.0, confidence=0.99, followed=run) == 16
+        assert f"at least {floor:.2f}" in c.last_reason
+        expected[run] = c.last_expected
+    longest, shortest = SURE_COPY_FLOORS[0][0], SURE_COPY_FLOORS[-1][0]
+    assert expected[longest] > expected[shortest]
 
 
 def test_a_sure_copy_is_only_a_floor_and_a_fixed_length_ignores_it():

@@ -49,3 +49,21 @@ def test_a_suite_runs_into_json_and_a_report(tmp_path):
     ratios = [b["extra_info"].get("verify_over_read_pass") for b in data["benchmarks"]]
     assert sum(r is not None for r in ratios) >= 8
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "two", ""])
+def test_a_chat_count_that_is_no_count_is_refused(monkeypatch, raw):
+    """PYSPEC_BENCH_CHATS=0 once took every conversation of the file (the take stopped at
+    the n-th, never reached): the benchmarks refuse it by name instead."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _sharegpt import chat_requests, chats_asked
+
+    monkeypatch.setenv("PYSPEC_BENCH_CHATS", raw)
+    with pytest.raises(ValueError, match="PYSPEC_BENCH_CHATS"):
+        chats_asked(24)
+    with pytest.raises(ValueError, match="at least one"):
+        chat_requests(None, 0)
+    monkeypatch.setenv("PYSPEC_BENCH_CHATS", "5")
+    assert chats_asked(24) == 5
+    monkeypatch.delenv("PYSPEC_BENCH_CHATS")
+    assert chats_asked(24) == 24

@@ -2,6 +2,8 @@
 guard against a build that would crash, and ``pyspec doctor``."""
 
 import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 from pyspec_cli import run_pyspec
@@ -215,7 +217,6 @@ def test_the_sdist_is_kept_in_one_place_and_downloaded_only_when_missing(monkeyp
     sdist under the build cache; a kept one is used without pip. (The peer once looked for
     the sdist where only install-llama's AMX path puts it and, on a CPU without AMX, called
     itself again forever.)"""
-    import tarfile
 
     from pyspec.tools import install_llama
 
@@ -241,3 +242,41 @@ def _failed():
     import subprocess
 
     return subprocess.CompletedProcess(args=[], returncode=1, stdout="", stderr="")
+
+
+def _sdist(path: Path, files: dict) -> Path:
+    """A tar.gz holding ``files`` (name -> text) under one top directory, as an sdist does."""
+    import io
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"llama_cpp_python-x/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path):
+    """One unpacker for install-llama's AMX builds and the benchmarks' llama.cpp tools: an
+    earlier unpacking's files are gone, the fix is applied where asked (and only there), and
+    an archive without one top directory is refused."""
+    from test_llama_amx_fix import VENDORED_SHAPE
+
+    from pyspec.llama.runtime.amx_fix import MARKER, MMQ_PATH
+    from pyspec.tools.install_llama import LlamaBuildError, unpack_sdist
+
+    sdist = _sdist(tmp_path / "a.tar.gz", {str(MMQ_PATH): VENDORED_SHAPE})
+    stale = tmp_path / "out" / "src" / "stale.txt"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("left from before")
+    plain = unpack_sdist(sdist, tmp_path / "out", amx_fix=False)
+    assert plain == tmp_path / "out" / "src" / "llama_cpp_python-x" and not stale.exists()
+    assert (plain / MMQ_PATH).read_text() == VENDORED_SHAPE
+    fixed = unpack_sdist(sdist, tmp_path / "out", amx_fix=True)
+    assert MARKER in (fixed / MMQ_PATH).read_text()
+    with tarfile.open(tmp_path / "flat.tar.gz", "w:gz") as tar:
+        tar.add(stale.parent.parent / "src" / "llama_cpp_python-x", arcname="one")
+        tar.add(tmp_path / "a.tar.gz", arcname="two")
+    with pytest.raises(LlamaBuildError, match="one source directory"):
+        unpack_sdist(tmp_path / "flat.tar.gz", tmp_path / "out", amx_fix=False)

@@ -176,6 +176,22 @@ def test_a_row_of_requests_can_share_the_drafter_and_its_memory():
     assert alone.accepted < again.accepted
 
 
+def _replay_with_rules(g: dict, confidence, sure_above=None):
+    """A recorded generation replayed with the unsure rule on (and the sure-copy rule where
+    ``sure_above`` is given), the target's confidence per output token as given."""
+    watch = dataclasses.replace(FREE_DRAFTER, shadowed=True)
+    controller = DraftLengthController(0, DRAFT_MAX[g["model"]], watch=watch)
+    controller.unsure_below, controller.sure_above = UNSURE_BELOW, sure_above
+    return replay_lookup(
+        g["prompt"],
+        g["output"],
+        COSTS[g["model"]],
+        max_tokens=RECORDED_MAX_TOKENS,
+        controller=controller,
+        confidence=confidence,
+    )
+
+
 def test_the_targets_confidence_reaches_the_controller_in_the_replay():
     """Per output token the probability the target gave it: the controller sees the smallest
     of the last few before each draft. Sure of every token, the replay drafts as without it;
@@ -183,17 +199,7 @@ def test_the_targets_confidence_reaches_the_controller_in_the_replay():
     g = GENERATIONS["gemma-repeat-greedy"]
 
     def replay(confidence):
-        watch = dataclasses.replace(FREE_DRAFTER, shadowed=True)
-        controller = DraftLengthController(0, DRAFT_MAX[g["model"]], watch=watch)
-        controller.unsure_below = UNSURE_BELOW
-        r = replay_lookup(
-            g["prompt"],
-            g["output"],
-            COSTS[g["model"]],
-            max_tokens=RECORDED_MAX_TOKENS,
-            controller=controller,
-            confidence=confidence,
-        )
+        r = _replay_with_rules(g, confidence)
         return r.speedup, r.drafted, r.accepted, r.verify_steps, r.unsure_holds
 
     n = len(g["output"])
@@ -218,17 +224,7 @@ def test_the_sure_copy_rule_in_the_replay_acts_only_where_the_target_was_sure():
     n = len(g["output"])
 
     def replay(confidence, sure_above):
-        watch = dataclasses.replace(FREE_DRAFTER, shadowed=True)
-        controller = DraftLengthController(0, DRAFT_MAX[g["model"]], watch=watch)
-        controller.unsure_below, controller.sure_above = UNSURE_BELOW, sure_above
-        r = replay_lookup(
-            g["prompt"],
-            g["output"],
-            COSTS[g["model"]],
-            max_tokens=RECORDED_MAX_TOKENS,
-            controller=controller,
-            confidence=confidence,
-        )
+        r = _replay_with_rules(g, confidence, sure_above)
         return r.drafted, r.accepted, r.verify_steps
 
     off = replay([1.0] * n, None)

@@ -267,25 +267,33 @@ def download_sdist(directory: Path) -> Path:
     return sdists[-1]
 
 
-def _patched_source(out_dir: Path) -> Path:
-    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
+def unpack_sdist(sdist: Path, dest: Path, *, amx_fix: bool) -> Path:
+    """The sdist unpacked under dest/src (emptied first, so no file of an earlier unpacking
+    is left), with pyspec's AMX fix applied when ``amx_fix``: its top directory. Used by
+    install-llama's AMX builds and by the benchmarks' llama.cpp tools (the same sources)."""
+    import shutil
     import tarfile
 
-    from pyspec.llama.runtime.amx_fix import apply_to_tree
-
-    # One download for every AMX build of this version (the fix's version changes the key).
-    sdist = download_sdist(sdist_dir(out_dir.parent))
-    src = out_dir / "src"
-    if src.exists():
-        import shutil
-
-        shutil.rmtree(src)
+    src = dest / "src"
+    shutil.rmtree(src, ignore_errors=True)
     with tarfile.open(sdist) as tar:
         tar.extractall(src, filter="data")
-    tree = next(src.iterdir())
-    patched = apply_to_tree(tree)
-    _log(f"applied pyspec's AMX tile-config fix to {patched.relative_to(src)}")
+    tops = list(src.iterdir())
+    if len(tops) != 1 or not tops[0].is_dir():
+        raise LlamaBuildError(f"{sdist} does not hold one source directory")
+    tree = tops[0]
+    if amx_fix:
+        from pyspec.llama.runtime.amx_fix import apply_to_tree
+
+        patched = apply_to_tree(tree)
+        _log(f"applied pyspec's AMX tile-config fix to {patched.relative_to(src)}")
     return tree
+
+
+def _patched_source(out_dir: Path) -> Path:
+    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix applied."""
+    # One download for every AMX build of this version (the fix's version changes the key).
+    return unpack_sdist(download_sdist(sdist_dir(out_dir.parent)), out_dir, amx_fix=True)
 
 
 def _build_wheel(cmake_args: list, out_dir: Path) -> Path:

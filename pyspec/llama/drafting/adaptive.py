@@ -88,21 +88,29 @@ UNSURE_WINDOW = 4
 # The sure-copy rule (DraftLengthController.sure_above; the loop turns it on beside the unsure
 # rule, a bare controller has it off): a draft whose source the output has followed for
 # SURE_RUN tokens or more (Draft.followed), offered while the target gave each of its last
-# UNSURE_WINDOW tokens at least SURE_ABOVE, is believed to pass each token with at least
-# SURE_COPY_ACCEPTANCE, and its bucket's slow start does not bound it. Why: a bucket's
-# estimate forgets over ~13 rounds, so after a chat's copy broke (2 of its drafts rejected),
-# a new copy the output then followed passed 30 shadow checks in a row while its bucket
-# climbed from 0.39 to 0.87 and drafted nothing (session 22, recorded chat 17). In the
-# recorded chats such a copy's next token passed 92-96% (8-15 tokens followed) and 93-100%
-# (16-31) when all 4 rows gave more than 0.8 (docs/drafting.md). Replayed (three orders, five
-# batch curves): chats -0.1% to +2.7% (this Zen 4's live curve +2.6%), edits +0% to +7.5%
-# (one worst edit 1.5% lower), no worst chat lower. From 8 tokens followed instead of 12 (at
-# 0.8 or 0.9) a worst chat fell on this Zen 4's calibrated curve (0.987x -> 0.960x plain),
-# and a floor learned across requests carried the edits' passes into the chats (a worst
-# chat 0.955x -> 0.753x). The three values were chosen on those recordings.
+# UNSURE_WINDOW tokens at least SURE_ABOVE, is believed to pass each token with at least the
+# floor SURE_COPY_FLOORS gives for that run (0.92 from 12 tokens, 0.95 from 24), and its
+# bucket's slow start does not bound it. Why: a bucket's estimate forgets over ~13 rounds,
+# so after a chat's copy broke (2 of its drafts rejected), a new copy the output then
+# followed passed 30 shadow checks in a row while its bucket climbed from 0.39 to 0.87 and
+# drafted nothing (session 22, recorded chat 17). In the recorded chats such a copy's next
+# token passed 92-96% (8-15 tokens followed) and 93-100% (16-31) when all 4 rows gave more
+# than 0.8 (docs/drafting.md). Replayed (three orders, five batch curves), against the rule
+# off: chats +0.0% to +3.0% (this Zen 4's live curve +2.7% to +3.0%), edits +0.5% to +10.3%,
+# no worst chat or edit lower. From 8 tokens followed instead of 12 (at 0.8 or 0.9) a worst
+# chat fell on this Zen 4's calibrated curve (0.987x -> 0.960x plain), so did steps of 0.95
+# from 16 and 0.97 from 32 (0.955x -> 0.936x on its live curve), and a floor learned across
+# requests carried the edits' passes into the chats (a worst chat 0.955x -> 0.753x). The
+# values were chosen on those recordings.
 SURE_ABOVE = 0.9
-SURE_RUN = 12
-SURE_COPY_ACCEPTANCE = 0.92
+SURE_COPY_FLOORS = ((24, 0.95), (12, 0.92))  # (tokens followed, at least), longest first
+SURE_RUN = SURE_COPY_FLOORS[-1][0]
+
+
+def sure_copy_floor(followed: int) -> float:
+    """The least per-token acceptance believed of a sure copy followed for ``followed``
+    tokens (0.0 below SURE_RUN: no belief)."""
+    return next((floor for run, floor in SURE_COPY_FLOORS if followed >= run), 0.0)
 
 
 @dataclass(frozen=True)
@@ -207,7 +215,7 @@ class DraftLengthController:
         self.unsure_below: Optional[float] = None
         self._held_back = False  # the last choice was plain because the target was unsure
         # At or above this confidence, a draft whose source the output has followed for
-        # SURE_RUN tokens is believed to pass each token with at least SURE_COPY_ACCEPTANCE
+        # SURE_RUN tokens is believed to pass each token with at least sure_copy_floor
         # (None, a bare controller's default: never; SURE_ABOVE: the rule, which the loop
         # sets beside the unsure rule). _floor: that belief, during the choice it holds for.
         self.sure_above: Optional[float] = None
@@ -523,7 +531,7 @@ class DraftLengthController:
             and followed >= SURE_RUN
             and not self.fixed
         )
-        self._floor = SURE_COPY_ACCEPTANCE if sure else 0.0
+        self._floor = sure_copy_floor(followed) if sure else 0.0
         try:
             k, self.last_reason = self._choose(limit, bucket, draft_cost)
             if k and kinds and len(set(kinds[:k])) > 1 and not self.fixed:
@@ -540,7 +548,7 @@ class DraftLengthController:
             self.last_reason += (
                 f"; a copy followed for {followed} tokens while the target gave its last "
                 f"tokens at least {confidence:.2f}: each believed to pass at least "
-                f"{SURE_COPY_ACCEPTANCE:.2f}"
+                f"{sure_copy_floor(followed):.2f}"
             )
         return k
 
