@@ -20,7 +20,7 @@ from pyspec.llama import (
     enable_speculation,
 )
 from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.drafting.adaptive import SURE_ABOVE, UNSURE_BELOW
+from pyspec.llama.drafting.adaptive import SURE_ABOVE, SURE_RUN, UNSURE_BELOW
 from pyspec.llama.request import current_options
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
@@ -842,6 +842,14 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert seen and all(c is not None and 0.0 < c <= 1.0 for c in seen), seen
         assert min(seen) < 1.0  # probabilities, not a constant
         assert max(followed) > 0  # the copy's run reaches the controller beside them
+        # the rounds the sure-copy rule decided are counted: the whole edit copies its file,
+        # with the target sure of it (each such choice saw a long run and a sure window)
+        seen.clear()
+        followed.clear()
+        llm.create_completion(EDIT_PROMPT, max_tokens=96, temperature=0.0)
+        believed = sum(1 for c, f in zip(seen, followed) if c >= SURE_ABOVE and f >= SURE_RUN)
+        assert 0 < llm.speculation.last.sure_copy_rounds <= believed, (seen, followed)
+        assert "verified as sure copies" in llm.speculation.last.summary()
         controller.unsure_below = 1.01
         unsure = llm.create_completion(EDIT_PROMPT, max_tokens=48, temperature=0.0)
         assert llm.speculation.last.drafted == 0

@@ -225,9 +225,11 @@ def test_the_sure_copy_rule_in_the_replay_acts_only_where_the_target_was_sure():
 
     def replay(confidence, sure_above):
         r = _replay_with_rules(g, confidence, sure_above)
-        return r.drafted, r.accepted, r.verify_steps
+        return r.drafted, r.accepted, r.verify_steps, r.sure_copy_rounds
 
     off = replay([1.0] * n, None)
-    assert replay([1.0] * n, SURE_ABOVE) != off  # the rule took part
+    on = replay([1.0] * n, SURE_ABOVE)
+    assert on[:3] != off[:3]  # the rule took part
+    assert off[3] == 0 < on[3] <= on[2]  # and its rounds are counted, among the verify steps
     middle = (UNSURE_BELOW + SURE_ABOVE) / 2
     assert replay([middle] * n, SURE_ABOVE) == replay([middle] * n, None)

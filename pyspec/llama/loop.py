@@ -547,9 +547,10 @@ class Speculation:
         """Drafts for the next round and how many of them to verify: the free drafter's,
         where the cost model finds them worth verifying (and, with the unsure rule on, the
         target was not unsure of its last tokens: ``confidence``); else the costly
-        drafter's, where its controller finds that it pays. (draft, how many to verify,
-        whether the free draft was held back because the target was unsure)"""
-        draft, k, held_back = Draft([]), 0, False
+        drafter's, where its controller finds that it pays. The round's Plan, before a
+        grammar's cut, with whether the free draft was held back because the target was
+        unsure, or verified as a sure copy."""
+        draft, k, held_back, sure_copy = Draft([]), 0, False, False
         drafter = self.free_drafter
         if drafter is not None:  # draft first, then let the cost model cut
             controller = self.controller
@@ -575,12 +576,16 @@ class Speculation:
                 else 0
             )
             held_back = bool(draft.tokens) and controller.held_back
+            sure_copy = bool(draft.tokens) and controller.sure_copy
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
             if k:
                 draft = drafter.draft(np.asarray(context), k, params, len(context))
-        return draft, min(k, len(draft.tokens)), held_back
+        k = min(k, len(draft.tokens))
+        return Plan(
+            draft, draft.tokens[:k], draft.probs, k, held_back=held_back, sure_copy=sure_copy
+        )
 
     # ---- the loop -----------------------------------------------------------------------
     def generate(
@@ -711,10 +716,8 @@ class Speculation:
         if req.max_tokens is not None:  # a round emits at most its drafts and one token more
             room = min(room, max(req.max_tokens - req.stats.emitted - 1, 0))
         confidence = min(req.confidence) if req.confidence else None
-        draft, k, held_back = self._draft(
-            req.context, room, req.params, req.constraints, confidence
-        )
-        plan = Plan(draft, draft.tokens[:k], draft.probs, k, held_back=held_back)
+        plan = self._draft(req.context, room, req.params, req.constraints, confidence)
+        draft, k = plan.draft, plan.n_offered
         if req.constraints is not None:
             plan.drafts, plan.states, plan.forbidden = self._follow_grammar(
                 req.constraints, plan.drafts, draft.probs
@@ -751,6 +754,7 @@ class Speculation:
             predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
             costly=plan.draft.costly,
             held_back=plan.held_back,
+            sure_copy=plan.sure_copy,
         )
         return result, addr, r
 

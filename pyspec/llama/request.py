@@ -100,6 +100,7 @@ class Plan:
     states: Optional[list] = None  # grammar states per verify row
     forbidden: bool = False  # the last draft is forbidden (rejected for certain)
     held_back: bool = False  # the free draft waited: the target was unsure (the unsure rule)
+    sure_copy: bool = False  # the draft was verified as a sure copy (the sure-copy rule)
 
     @classmethod
     def empty(cls) -> Plan:

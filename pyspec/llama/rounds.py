@@ -44,6 +44,9 @@ class Round:
     # The free drafter's draft was held back because the target was unsure of its last
     # tokens (the unsure rule, DraftLengthController.unsure_below).
     held_back: bool = False
+    # Its draft was verified as a sure copy: the sure-copy rule believed it
+    # (DraftLengthController.sure_above).
+    sure_copy: bool = False
 
     @property
     def speculative(self) -> bool:

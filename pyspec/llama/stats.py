@@ -50,6 +50,8 @@ class SpeculationStats:
     # Rounds whose free draft waited because the target was unsure of its last tokens (the
     # unsure rule; on by default beside a free drafter).
     unsure_holds: int = 0
+    # Rounds whose draft was verified as a sure copy (the sure-copy rule, on beside it).
+    sure_copy_rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -89,6 +91,7 @@ class SpeculationStats:
         self.target_seconds += r.target_seconds
         self.verify_seconds += r.verify_seconds
         self.unsure_holds += r.held_back
+        self.sure_copy_rounds += r.sure_copy
         if r.batch > 1:
             self.verify_steps += 1
             self.draft_lengths[r.verified] = self.draft_lengths.get(r.verified, 0) + 1
@@ -149,6 +152,11 @@ class SpeculationStats:
             + (
                 f"; {self.unsure_holds} drafts held back (the target was unsure)"
                 if self.unsure_holds
+                else ""
+            )
+            + (
+                f"; {self.sure_copy_rounds} drafts verified as sure copies"
+                if self.sure_copy_rounds
                 else ""
             )
             + self._constraint_summary()

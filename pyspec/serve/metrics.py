@@ -128,6 +128,13 @@ class Metrics:
             per_model(lambda n, t: t.unsure_holds),
         )
         metric(
+            "sure_copy_rounds_total",
+            "counter",
+            "Rounds whose draft was verified as a copy the output had long followed while the "
+            "target was sure of its last tokens.",
+            per_model(lambda n, t: t.sure_copy_rounds),
+        )
+        metric(
             "acceptance_ratio",
             "gauge",
             "Accepted over drafted tokens.",

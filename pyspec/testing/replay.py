@@ -45,6 +45,7 @@ class ReplayResult:
     accepted: int
     controller: DraftLengthController = None  # as it stands after the replay
     unsure_holds: int = 0  # rounds whose draft waited: the target was unsure (the unsure rule)
+    sure_copy_rounds: int = 0  # rounds whose draft was verified as a sure copy (the rule)
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -149,6 +150,7 @@ def replay_lookup(
             token_kinds=tuple(draft.token_kinds or ()),
             shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
             held_back=controller.held_back,
+            sure_copy=bool(k) and controller.sure_copy,
         )
         controller.observe(r)
         stats.add_round(r)
@@ -163,4 +165,5 @@ def replay_lookup(
         stats.accepted,
         controller,
         stats.unsure_holds,
+        stats.sure_copy_rounds,
     )

@@ -220,6 +220,7 @@ class DraftLengthController:
         # sets beside the unsure rule). _floor: that belief, during the choice it holds for.
         self.sure_above: Optional[float] = None
         self._floor = 0.0
+        self._sure_copy = False  # the last choice verified a draft the sure-copy rule believed
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
         # catch-up cost per token, apart for one or two tokens (a round's own last token:
@@ -237,6 +238,12 @@ class DraftLengthController:
         """Whether the last choice held a free draft back because the target was unsure
         (until the round is observed)."""
         return self._held_back
+
+    @property
+    def sure_copy(self) -> bool:
+        """Whether the last choice verified a draft that the sure-copy rule believed (a
+        copy followed for SURE_RUN tokens while the target was sure), until the next one."""
+        return self._sure_copy
 
     # ---- measurements ---------------------------------------------------------------
     def observe(self, r: Round, *, costs: bool = True) -> None:
@@ -508,7 +515,7 @@ class DraftLengthController:
         ``followed``: tokens the output has followed the draft's source (Draft.followed),
         with ``confidence`` at or above ``sure_above`` a sure copy from SURE_RUN.
         ``last_reason`` says why; ``last_expected`` the tokens the choice expects."""
-        self._held_back = False
+        self._held_back = self._sure_copy = False
         if (
             confidence is not None
             and self.unsure_below is not None
@@ -544,6 +551,7 @@ class DraftLengthController:
             self.last_expected = self.expected_tokens(k, bucket, kinds) if k else 1.0
         finally:
             self._floor = 0.0
+        self._sure_copy = bool(sure and k)
         if sure:
             self.last_reason += (
                 f"; a copy followed for {followed} tokens while the target gave its last "
