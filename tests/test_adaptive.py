@@ -458,7 +458,7 @@ def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait(
     assert c.choose(16, "copy", **sure) == 0  # the rule off: the bucket decides
     c.sure_above = SURE_ABOVE
     assert c.choose(16, "copy", **sure) == 16  # past the bucket's slow start
-    assert "copy followed for" in c.last_reason
+    assert "copy followed for" in c.last_reason and c.sure_copy  # said, and counted
     assert c.last_expected > 1 + 8 * sure_copy_floor(SURE_RUN) ** 8  # what the belief predicts
     # not sure enough, followed too briefly, or the confidence unknown: the bucket decides
     for off in (
@@ -467,10 +467,13 @@ def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait(
         dict(sure, confidence=None),
     ):
         assert c.choose(16, "copy", **off) == 0
-        assert "copy followed for" not in c.last_reason
-    # the belief holds for its choice only: the bucket's own estimate is unchanged
-    assert c.acceptance("copy") < 0.6
+        assert "copy followed for" not in c.last_reason and not c.sure_copy
+    # the belief holds for its choice only: outside it, the bucket's estimate decides
     assert c.expected_tokens(8, "copy") < 1 + 8 * sure_copy_floor(SURE_RUN) ** 8
+    # the flag lasts until its round is observed
+    assert c.choose(16, "copy", **sure) == 16 and c.sure_copy
+    c.observe(_missed())
+    assert not c.sure_copy
 
 
 def test_a_longer_sure_copy_is_believed_more():
@@ -502,3 +505,4 @@ def test_a_sure_copy_is_only_a_floor_and_a_fixed_length_ignores_it():
     fixed = DraftLengthController(0, 4, fixed=True)
     fixed.sure_above = SURE_ABOVE
     assert fixed.choose(16, **sure) == 4
+    assert not fixed.sure_copy and "copy followed for" not in fixed.last_reason

@@ -280,3 +280,7 @@ def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path
         tar.add(tmp_path / "a.tar.gz", arcname="two")
     with pytest.raises(LlamaBuildError, match="one source directory"):
         unpack_sdist(tmp_path / "flat.tar.gz", tmp_path / "out", amx_fix=False)
+    with tarfile.open(tmp_path / "file.tar.gz", "w:gz") as tar:  # one top entry, not a folder
+        tar.add(tmp_path / "a.tar.gz", arcname="only")
+    with pytest.raises(LlamaBuildError, match="one source directory"):
+        unpack_sdist(tmp_path / "file.tar.gz", tmp_path / "out", amx_fix=False)

@@ -67,7 +67,7 @@ def test_a_rewritten_context_starts_over():
 
 def test_a_draft_says_how_long_the_output_has_followed_its_source():
     """Draft.followed: the copy cursor's run, which the sure-copy rule reads; it grows as
-    the output follows the source and falls to the new match when the output leaves it."""
+    the output follows the source."""
     source = list(range(100, 140))
     lookup = PromptLookup()
     context = source + [0] + source[:5]
@@ -79,9 +79,26 @@ def test_a_draft_says_how_long_the_output_has_followed_its_source():
         assert d.tokens == source[n : n + 4]
         assert d.followed >= n  # every token since the match was the source's
     assert d.followed > first.followed + 20
-    gone = lookup.draft(context + [7, 8], 4, None, 0)  # the output left the source
-    assert gone.followed < 5
     assert lookup.draft([1, 2, 3], 4, None, 0).followed == 0  # nothing to follow
+
+
+def test_followed_carries_over_an_edit_and_restarts_at_a_new_source():
+    """An edit (one token changed, then the source again) keeps the run: the copy that was
+    left goes on. Leaving for another source (further than an edit re-joins: the lookup's
+    resync_window) restarts it at that match's length."""
+    source, other, far = list(range(100, 140)), list(range(200, 240)), list(range(300, 360))
+    prompt = source + [0] + far + other + [0]
+    lookup = PromptLookup()
+    for n in range(5, 21):  # the output follows the source token by token
+        before = lookup.draft(prompt + source[:n], 4, None, 0)
+    assert before.followed >= 20
+    edited = prompt + source[:20] + [7] + source[21:24]  # source[20] renamed to 7
+    rejoined = lookup.draft(edited, 4, None, 0)
+    assert rejoined.tokens == source[24:28]
+    assert rejoined.followed >= before.followed + 3  # carried over the edit
+    elsewhere = lookup.draft(edited + [9] + other[:3], 4, None, 0)  # left for another text
+    assert elsewhere.tokens == other[3:7]
+    assert elsewhere.followed == 3  # the new match's length
 
 
 @pytest.mark.parametrize(

@@ -754,7 +754,7 @@ class Speculation:
             predicted=self._controller_of(plan.draft).last_expected if plan.drafts else 0.0,
             costly=plan.draft.costly,
             held_back=plan.held_back,
-            sure_copy=plan.sure_copy,
+            sure_copy=plan.sure_copy and bool(plan.drafts),  # (a grammar may cut them all)
         )
         return result, addr, r
 

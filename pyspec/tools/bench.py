@@ -85,6 +85,12 @@ SUITES = {
         14.0,
         "pyspec's loop with no drafts against a bare llama_decode loop and llama-bench tg",
     ),
+    "confidence-rules": (
+        ["bench_confidence_rules.py", "-s"],
+        7.0,  # (the confidences' pass, once per machine: ~6 min on 2 busy cores)
+        "the unsure and sure-copy rules replayed on the recorded chats and edits, in three "
+        "orders and the repository's batch curves",
+    ),
     "tree-outlook": (
         ["bench_tree_outlook.py"],
         4.0,

@@ -275,7 +275,8 @@ def unpack_sdist(sdist: Path, dest: Path, *, amx_fix: bool) -> Path:
     import tarfile
 
     src = dest / "src"
-    shutil.rmtree(src, ignore_errors=True)
+    if src.exists():
+        shutil.rmtree(src)
     with tarfile.open(sdist) as tar:
         tar.extractall(src, filter="data")
     tops = list(src.iterdir())

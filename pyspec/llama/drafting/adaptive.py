@@ -242,7 +242,8 @@ class DraftLengthController:
     @property
     def sure_copy(self) -> bool:
         """Whether the last choice verified a draft that the sure-copy rule believed (a
-        copy followed for SURE_RUN tokens while the target was sure), until the next one."""
+        copy followed for SURE_RUN tokens while the target was sure), until the round is
+        observed."""
         return self._sure_copy
 
     # ---- measurements ---------------------------------------------------------------
@@ -254,7 +255,7 @@ class DraftLengthController:
         batch cost is not recorded (a second controller sharing the curve, combined.py)."""
         if r.held_back and r.shadow_match is not None and not r.speculative:
             r = dataclasses.replace(r, shadow_match=None)
-        self._held_back = False
+        self._held_back = self._sure_copy = False
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
         if costs:
             self.record_target(r.batch, r.target_seconds)
@@ -552,7 +553,7 @@ class DraftLengthController:
         finally:
             self._floor = 0.0
         self._sure_copy = bool(sure and k)
-        if sure:
+        if self._sure_copy:
             self.last_reason += (
                 f"; a copy followed for {followed} tokens while the target gave its last "
                 f"tokens at least {confidence:.2f}: each believed to pass at least "

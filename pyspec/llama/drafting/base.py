@@ -37,8 +37,9 @@ class Draft:
     token_kinds: Optional[list] = None
     costly: bool = False  # drafted by a costly drafter (whose controller learns from it)
     # Tokens the output has followed this draft's source so far (prompt lookup's copy
-    # cursor): with the target sure of them, a long-followed copy is believed to go on
-    # (DraftLengthController.sure_above). 0: not a copy, or not known.
+    # cursor; a re-join after an edit of a few tokens carries the run on): with the target
+    # sure of them, a long-followed copy is believed to go on (DraftLengthController.
+    # sure_above). 0: not a copy, or not known.
     followed: int = 0
 
 

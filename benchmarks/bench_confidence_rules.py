@@ -1,0 +1,153 @@
+"""The rules that read the target's confidence (docs/drafting.md), replayed on the real
+workloads: none, the unsure rule alone, and the unsure rule with the sure-copy rule (the
+default beside a free drafter).
+
+Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
+Coder 1.5B, 96 greedy tokens, decoded once and cached), the top probability of every row
+that decided an output token is recorded from one pass over prompt and output (cached too),
+and the loop is replayed (``pyspec.testing.replay.replay_lookup(confidence=...)``: the real
+PromptLookup with its memory, the real controller) in three orders of the requests, one
+controller through each: bench_draftless's (the chats, then the edits), the edits first, and
+an edit after every fourth chat. Speedups over plain in cost units on each batch curve the
+repository holds (bench_slow_start.curves), so nothing here depends on this run's timing.
+
+    pyspec bench confidence-rules   # or: pytest benchmarks/bench_confidence_rules.py -s
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+from _sharegpt import chats_asked
+from bench_draftless import MAX_TOKENS, THREADS
+from bench_slow_start import curves, every_size
+from bench_tree_outlook import recorded_workloads
+
+N_CHATS = chats_asked(24)
+RULES = {  # name -> (unsure_below, sure_above)
+    "off": (None, None),
+    "unsure": ("default", None),
+    "unsure + sure copy": ("default", "default"),
+}
+
+
+def recorded_confidences(prompts: list, outputs: list) -> list:
+    """Per request, the probability the target gave each output token (the top of the row
+    that decided it: the outputs are greedy), from one pass over prompt and output with every
+    row kept; cached by the tokens, so a fresh machine computes them once."""
+    import llama_cpp
+
+    from pyspec.cache import cache_dir
+    from pyspec.testing.models import ensure_model
+
+    directory = cache_dir() / "confidence"
+    directory.mkdir(parents=True, exist_ok=True)
+    llm, found = None, []
+    for prompt, output in zip(prompts, outputs):
+        key = hashlib.sha256(json.dumps([list(prompt), list(output)]).encode()).hexdigest()[:16]
+        path = directory / f"{key}.json"
+        if path.is_file():
+            found.append(json.loads(path.read_text()))
+            continue
+        if llm is None:
+            llm = llama_cpp.Llama(
+                model_path=str(ensure_model("qwen2.5-coder-1.5b")),
+                n_ctx=4096,
+                n_batch=1024,
+                n_threads=THREADS,
+                logits_all=True,
+                flash_attn=True,
+                verbose=False,
+            )
+        llm.reset()
+        tokens = list(prompt) + list(output[:-1])
+        llm.eval(tokens)
+        rows = np.asarray(llm.scores[len(prompt) - 1 : len(tokens)], dtype=np.float64)
+        top = 1.0 / np.exp(rows - rows.max(axis=1, keepdims=True)).sum(axis=1)
+        found.append([float(p) for p in top])
+        path.write_text(json.dumps(found[-1]))
+        print(f"recorded the confidence of {len(output)} tokens", flush=True)
+    if llm is not None:
+        llm.close()
+    return found
+
+
+def orders(requests: list) -> dict:
+    chats = [r for r in requests if r[0] == "chat"]
+    edits = [r for r in requests if r[0] != "chat"]
+    every_fourth = [
+        x
+        for i, chat in enumerate(chats)
+        for x in [chat] + ([edits[(i // 4) % len(edits)]] if edits and i % 4 == 3 else [])
+    ]
+    return {"bench": chats + edits, "edits first": edits + chats, "interleaved": every_fourth}
+
+
+def replay_in_order(order: list, costs: dict, rule: str) -> dict:
+    """Each workload's speedups over plain for one order of (workload, prompt, output,
+    confidence), one controller and one lookup through it, with ``rule``'s settings."""
+    import dataclasses
+
+    from pyspec.llama.drafting import adaptive
+    from pyspec.llama.drafting.lookup import PromptLookup
+    from pyspec.llama.drafting.request_memory import RequestMemory
+    from pyspec.testing.replay import replay_lookup
+
+    controller = adaptive.DraftLengthController(
+        0, adaptive.DEFAULT_DRAFT_MAX, watch=dataclasses.replace(adaptive.FREE_DRAFTER)
+    )
+    unsure, sure = RULES[rule]
+    controller.unsure_below = adaptive.UNSURE_BELOW if unsure else None
+    controller.sure_above = adaptive.SURE_ABOVE if sure else None
+    controller.use_cost_prior(every_size(costs, adaptive.DEFAULT_DRAFT_MAX + 1), calibrated=True)
+    drafter = PromptLookup()
+    drafter.use_memory(RequestMemory())
+    speedups: dict = {}
+    for workload, prompt, output, confidence in order:
+        result = replay_lookup(
+            prompt,
+            output,
+            costs,
+            controller=controller,
+            drafter=drafter,
+            max_tokens=MAX_TOKENS,
+            confidence=confidence,
+        )
+        speedups.setdefault(workload, []).append(result.speedup)
+    return speedups
+
+
+def bench_confidence_rules(benchmark):
+    workloads, prompts, outputs = recorded_workloads(N_CHATS)
+    kept = [(w, p, o) for (w, _), p, o in zip(workloads, prompts, outputs) if len(o) >= 2]
+    confidences = recorded_confidences([p for _, p, _ in kept], [o for _, _, o in kept])
+    requests = [(w, p, o, c) for (w, p, o), c in zip(kept, confidences)]
+
+    def run_all():
+        table: dict = {}
+        for curve, costs in curves().items():
+            for order_name, order in orders(requests).items():
+                for rule in RULES:
+                    for workload, s in replay_in_order(order, costs, rule).items():
+                        cell = table.setdefault(curve, {}).setdefault(order_name, {})
+                        cell.setdefault(workload, {})[rule] = {
+                            "geomean": float(np.exp(np.mean(np.log(s)))),
+                            "worst": float(min(s)),
+                        }
+        return table
+
+    table = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    benchmark.extra_info.update(rules=list(RULES), speedup=table)
+    for curve, by_order in table.items():
+        for order_name, by_workload in by_order.items():
+            for workload, by_rule in by_workload.items():
+                print(
+                    f"\n{curve}, {order_name}, {workload}: "
+                    + ", ".join(
+                        f"{rule} {v['geomean']:.3f}x (worst {v['worst']:.3f}x)"
+                        for rule, v in by_rule.items()
+                    ),
+                    flush=True,
+                )
