@@ -21,8 +21,8 @@ import json
 
 import numpy as np
 from _sharegpt import chats_asked
-from bench_draftless import MAX_TOKENS, THREADS
-from bench_slow_start import curves, every_size
+from bench_draftless import THREADS
+from bench_slow_start import curves, every_size, replay_row
 from bench_tree_outlook import recorded_workloads
 
 N_CHATS = chats_asked(24)
@@ -91,9 +91,6 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     import dataclasses
 
     from pyspec.llama.drafting import adaptive
-    from pyspec.llama.drafting.lookup import PromptLookup
-    from pyspec.llama.drafting.request_memory import RequestMemory
-    from pyspec.testing.replay import replay_lookup
 
     controller = adaptive.DraftLengthController(
         0, adaptive.DEFAULT_DRAFT_MAX, watch=dataclasses.replace(adaptive.FREE_DRAFTER)
@@ -102,21 +99,7 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     controller.unsure_below = adaptive.UNSURE_BELOW if unsure else None
     controller.sure_above = adaptive.SURE_ABOVE if sure else None
     controller.use_cost_prior(every_size(costs, adaptive.DEFAULT_DRAFT_MAX + 1), calibrated=True)
-    drafter = PromptLookup()
-    drafter.use_memory(RequestMemory())
-    speedups: dict = {}
-    for workload, prompt, output, confidence in order:
-        result = replay_lookup(
-            prompt,
-            output,
-            costs,
-            controller=controller,
-            drafter=drafter,
-            max_tokens=MAX_TOKENS,
-            confidence=confidence,
-        )
-        speedups.setdefault(workload, []).append(result.speedup)
-    return speedups
+    return replay_row(order, costs, controller)
 
 
 def bench_confidence_rules(benchmark):

@@ -87,8 +87,7 @@ def every_size(costs: dict, largest: int) -> dict:
 
 def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     """Each workload's speedups over plain, replaying ``requests`` ((workload, prompt,
-    output), in bench_draftless's order) in one row, as one SpeculativeLlama serves them:
-    one controller, one PromptLookup with its memory of earlier requests."""
+    output), in bench_draftless's order) in one row with ``rule``'s controller."""
     import dataclasses
 
     from pyspec.llama.drafting.adaptive import (
@@ -96,9 +95,6 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
         UNPROVEN_DRAFT_MAX,
         DraftLengthController,
     )
-    from pyspec.llama.drafting.lookup import PromptLookup
-    from pyspec.llama.drafting.request_memory import RequestMemory
-    from pyspec.testing.replay import replay_lookup
 
     in_cost, learned, draft_max, calibrated, proven, keep_counts = RULES[rule]
     controller = DraftLengthController(0, draft_max, watch=dataclasses.replace(FREE_DRAFTER))
@@ -107,13 +103,31 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     controller.keep_proven_counts = keep_counts
     if calibrated:
         controller.use_cost_prior(every_size(costs, draft_max + 1), calibrated=True)
+    return replay_row(requests, costs, controller)
+
+
+def replay_row(requests: list, costs: dict, controller) -> dict:
+    """Each workload's speedups over plain, replaying ``requests`` in their order in one
+    row, as one SpeculativeLlama serves them: ``controller`` and one PromptLookup with its
+    memory of earlier requests through all. A request is (workload, prompt, output), or
+    with a fourth item, the target's confidence per output token (replay_lookup's)."""
+    from pyspec.llama.drafting.lookup import PromptLookup
+    from pyspec.llama.drafting.request_memory import RequestMemory
+    from pyspec.testing.replay import replay_lookup
+
     drafter = PromptLookup()
     drafter.use_memory(RequestMemory())
     speedups: dict = {}
-    for workload, prompt, output in requests:
+    for workload, prompt, output, *confidence in requests:
         # As a request with max_tokens: no draft past the recording's length (from MAX_TOKENS).
         result = replay_lookup(
-            prompt, output, costs, controller=controller, drafter=drafter, max_tokens=MAX_TOKENS
+            prompt,
+            output,
+            costs,
+            controller=controller,
+            drafter=drafter,
+            max_tokens=MAX_TOKENS,
+            confidence=confidence[0] if confidence else None,
         )
         speedups.setdefault(workload, []).append(result.speedup)
     return speedups

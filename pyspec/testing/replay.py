@@ -150,7 +150,7 @@ def replay_lookup(
             token_kinds=tuple(draft.token_kinds or ()),
             shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
             held_back=controller.held_back,
-            sure_copy=bool(k) and controller.sure_copy,
+            sure_copy=controller.sure_copy,
         )
         controller.observe(r)
         stats.add_round(r)
