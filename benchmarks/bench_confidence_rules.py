@@ -10,6 +10,8 @@ PromptLookup with its memory, the real controller) in three orders of the reques
 controller through each: bench_draftless's (the chats, then the edits), the edits first, and
 an edit after every fourth chat. Speedups over plain in cost units on each batch curve the
 repository holds (bench_slow_start.curves), so nothing here depends on this run's timing.
+The same is replayed on outputs sampled at 0.8 (one seed; llama-cpp-python's default
+top-k, top-p and min-p), where a copy can be left while the target's rows stay sure.
 
     pyspec bench confidence-rules   # or: pytest benchmarks/bench_confidence_rules.py -s
 """
@@ -26,6 +28,8 @@ from bench_slow_start import curves, every_size, replay_row
 from bench_tree_outlook import recorded_workloads
 
 N_CHATS = chats_asked(24)
+SAMPLED_TEMPERATURE = 0.8
+SAMPLED_SEEDS = (1,)
 RULES = {  # name -> (unsure_below, sure_above)
     "off": (None, None),
     "unsure": ("default", None),
@@ -102,35 +106,60 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     return replay_row(order, costs, controller)
 
 
-def bench_confidence_rules(benchmark):
-    workloads, prompts, outputs = recorded_workloads(N_CHATS)
+def recorded_requests(temperature: float = 0.0, seed: int = 0) -> list:
+    """(workload, prompt, output, confidence) per request with an output of 2 tokens or more:
+    greedy outputs, or outputs sampled at ``temperature`` (what a chat client usually asks
+    for), each with the raw top probability of the rows that decided it (what the verifier
+    returns, before the sampling transforms)."""
+    workloads, prompts, outputs = recorded_workloads(N_CHATS, temperature, seed)
     kept = [(w, p, o) for (w, _), p, o in zip(workloads, prompts, outputs) if len(o) >= 2]
     confidences = recorded_confidences([p for _, p, _ in kept], [o for _, _, o in kept])
-    requests = [(w, p, o, c) for (w, p, o), c in zip(kept, confidences)]
+    return [(w, p, o, c) for (w, p, o), c in zip(kept, confidences)]
+
+
+def bench_confidence_rules(benchmark):
+    # A sampled text can wander off a copy while the target's rows stay sure, which the greedy
+    # recordings cannot show: the rules are replayed on a sampled recording too. A sampled
+    # output replays exactly: a point-mass draft passes a position exactly when the target's
+    # own draw there is the drafted token, which is the recorded draw.
+    recordings = {"greedy": recorded_requests()}
+    recordings.update(
+        (
+            f"sampled at {SAMPLED_TEMPERATURE}, seed {seed}",
+            recorded_requests(SAMPLED_TEMPERATURE, seed),
+        )
+        for seed in SAMPLED_SEEDS
+    )
 
     def run_all():
         table: dict = {}
         for curve, costs in curves().items():
-            for order_name, order in orders(requests).items():
-                for rule in RULES:
-                    for workload, s in replay_in_order(order, costs, rule).items():
-                        cell = table.setdefault(curve, {}).setdefault(order_name, {})
-                        cell.setdefault(workload, {})[rule] = {
-                            "geomean": float(np.exp(np.mean(np.log(s)))),
-                            "worst": float(min(s)),
-                        }
+            for recording, requests in recordings.items():
+                for order_name, order in orders(requests).items():
+                    for rule in RULES:
+                        for workload, s in replay_in_order(order, costs, rule).items():
+                            cell = (
+                                table.setdefault(curve, {})
+                                .setdefault(recording, {})
+                                .setdefault(order_name, {})
+                            )
+                            cell.setdefault(workload, {})[rule] = {
+                                "geomean": float(np.exp(np.mean(np.log(s)))),
+                                "worst": float(min(s)),
+                            }
         return table
 
     table = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    benchmark.extra_info.update(rules=list(RULES), speedup=table)
-    for curve, by_order in table.items():
-        for order_name, by_workload in by_order.items():
-            for workload, by_rule in by_workload.items():
-                print(
-                    f"\n{curve}, {order_name}, {workload}: "
-                    + ", ".join(
-                        f"{rule} {v['geomean']:.3f}x (worst {v['worst']:.3f}x)"
-                        for rule, v in by_rule.items()
-                    ),
-                    flush=True,
-                )
+    benchmark.extra_info.update(rules=list(RULES), recordings=list(recordings), speedup=table)
+    for curve, by_recording in table.items():
+        for recording, by_order in by_recording.items():
+            for order_name, by_workload in by_order.items():
+                for workload, by_rule in by_workload.items():
+                    print(
+                        f"\n{curve}, {recording}, {order_name}, {workload}: "
+                        + ", ".join(
+                            f"{rule} {v['geomean']:.3f}x (worst {v['worst']:.3f}x)"
+                            for rule, v in by_rule.items()
+                        ),
+                        flush=True,
+                    )

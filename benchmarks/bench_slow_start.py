@@ -23,11 +23,12 @@ Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits,
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
 as bench_tree_outlook caches them), ``pyspec.testing.replay`` replays the loop with each rule
 (all requests in a row, as bench_draftless serves them: one controller, one PromptLookup
-with its memory of earlier requests), in three batch curves: the
-Xeon AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, and this
-build's own when ``docs/results/batch-curve.json`` holds one measured here (``python
-benchmarks/bench_slow_start.py --measure``). Cost units, so the figures do not depend on
-this run's timing; the wall-clock check is bench_draftless.
+with its memory of earlier requests), in the batch curves the repository holds: the Xeon
+AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, the Zen 4
+build's (``docs/results/batch-curve.json``) and those of other CPUs
+(``docs/results/batch-curve-family<F>-model<M>.json``), each measured on its own CPU by
+``python benchmarks/bench_slow_start.py --measure [LARGEST]``. Cost units, so the figures
+do not depend on this run's timing; the wall-clock check is bench_draftless.
 
     PYSPEC_BENCH_CHATS=24 pytest benchmarks/bench_slow_start.py -s
 """
@@ -61,6 +62,11 @@ def curves() -> dict:
     if here.is_file():
         measured = json.loads(here.read_text())
         out[f"this build ({measured['cpu']})"] = {int(n): c for n, c in measured["costs"].items()}
+    # Curves of other CPUs, one file each (measure_curve): a VM's bare "AMD EPYC" has been
+    # three generations here, so each is named by its family and model.
+    for path in sorted(RESULTS.glob("batch-curve-*.json")):
+        measured = json.loads(path.read_text())
+        out[f"{measured['cpu']} build"] = {int(n): c for n, c in measured["costs"].items()}
     return out
 
 
@@ -165,10 +171,24 @@ def bench_slow_start(benchmark):
             )
 
 
-def measure_curve() -> None:
-    """This build's batch curve for Qwen 1.5B at every size up to 65 (medians of 5
-    interleaved repetitions, in a process of its own), written to
-    docs/results/batch-curve.json. Run it on a quiet machine (about 7 minutes)."""
+def cpu_identity() -> tuple:
+    """(family, model) from /proc/cpuinfo, or (None, None) where it has none."""
+    family = model = None
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "cpu family" and family is None:
+            family = value.strip()
+        elif key.strip() == "model" and model is None:
+            model = value.strip()
+    return family, model
+
+
+def measure_curve(largest: int = 65) -> None:
+    """This build's batch curve for Qwen 1.5B at every size up to ``largest`` (65: every
+    verify pass of up to 64 drafts; medians of 5 interleaved repetitions, in a process of its
+    own). Written to docs/results/batch-curve.json (the Zen 4 curve the docs' tables read)
+    when this is that CPU, else to docs/results/batch-curve-family<F>-model<M>.json beside
+    it. Run it on a quiet machine (about 7 minutes on the Zen 4 up to 65)."""
     from pyspec.testing import build_probe
     from pyspec.testing.models import ensure_model
     from pyspec.tools.machine import machine_info, now_iso
@@ -183,7 +203,7 @@ def measure_curve() -> None:
             "--reps",
             "5",
             "--sizes",
-            ",".join(map(str, range(1, 66))),  # every size a verify pass of up to 64 drafts has
+            ",".join(map(str, range(1, largest + 1))),
         ]
     )
     ms = probe["ms_per_batch"]
@@ -191,11 +211,17 @@ def measure_curve() -> None:
     cpu = machine_info()["cpu"]
     flags = set(cpu["flags"])
     simd = "AMX" if "amx_int8" in flags else "AVX-512" if "avx512f" in flags else "AVX2"
-    record = {"cpu": f"{cpu['brand_raw']}, {simd}", "measured": now_iso(), "ms_per_batch": ms}
+    family, model = cpu_identity()
+    if (family, model) == ("25", "17"):
+        name, where = f"{cpu['brand_raw']}, {simd}", RESULTS / "batch-curve.json"
+    else:
+        name = f"{cpu['brand_raw']} (family {family}, model {model}), {simd}"
+        where = RESULTS / f"batch-curve-family{family}-model{model}.json"
+    record = {"cpu": name, "measured": now_iso(), "ms_per_batch": ms}
     record["costs"] = costs
-    (RESULTS / "batch-curve.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps(costs))
+    where.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{where}: {json.dumps(costs)}")
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--measure"]:
-    measure_curve()
+if __name__ == "__main__" and sys.argv[1:2] == ["--measure"]:
+    measure_curve(*(int(a) for a in sys.argv[2:3]))

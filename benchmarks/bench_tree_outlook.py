@@ -131,22 +131,28 @@ def replay(prompt: list, output: list, costs: dict, branch: int, at_rejection=Fa
     return tally
 
 
-def _greedy_outputs(llm, prompts: list) -> list:
-    """Each prompt's greedy output (MAX_TOKENS tokens or to the end of text), decoded once by
-    plain llama-cpp-python and cached by the prompt's tokens (a fresh machine decodes them)."""
+def _decoded_outputs(llm, prompts: list, temperature: float = 0.0, seed: int = 0) -> list:
+    """Each prompt's output (MAX_TOKENS tokens or to the end of text), decoded once by plain
+    llama-cpp-python and cached by the prompt's tokens (a fresh machine decodes them): greedy
+    at temperature 0, else sampled with llama-cpp-python's default top-k, top-p and min-p,
+    request i seeded with seed + i so that each recording repeats."""
     from pyspec.cache import cache_dir
 
     directory = cache_dir() / "tree-outlook"
     directory.mkdir(parents=True, exist_ok=True)
     outputs = []
-    for ids in prompts:
-        key = hashlib.sha256(json.dumps([MAX_TOKENS, ids]).encode()).hexdigest()[:16]
+    for i, ids in enumerate(prompts):
+        # the greedy key is the one these caches have always had
+        named = [MAX_TOKENS, ids] if temperature == 0.0 else [MAX_TOKENS, temperature, seed, ids]
+        key = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:16]
         path = directory / f"{key}.json"
         if path.is_file():
             outputs.append(json.loads(path.read_text()))
             continue
+        if temperature > 0.0:
+            llm.set_seed(seed + i)
         out = []
-        for tok in llm.generate(ids, temp=0.0):
+        for tok in llm.generate(ids, temp=temperature):
             if tok == llm.token_eos():
                 break
             out.append(int(tok))
@@ -154,7 +160,8 @@ def _greedy_outputs(llm, prompts: list) -> list:
                 break
         path.write_text(json.dumps(out))
         outputs.append(out)
-        print(f"decoded {len(out)} tokens for a {len(ids)}-token prompt", flush=True)
+        how = "greedy" if temperature == 0.0 else f"sampled at {temperature}"
+        print(f"decoded {len(out)} tokens ({how}) for a {len(ids)}-token prompt", flush=True)
     return outputs
 
 
@@ -171,9 +178,10 @@ def batch_costs() -> dict:
     return {int(n): v / build["1"] for n, v in build.items() if n.isdigit()}
 
 
-def recorded_workloads(n_chats: int):
+def recorded_workloads(n_chats: int, temperature: float = 0.0, seed: int = 0):
     """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, their prompt
-    tokens, and their greedy outputs (decoded once, cached)."""
+    tokens, and their outputs (greedy, or sampled at ``temperature`` from ``seed``; decoded
+    once, cached)."""
     import llama_cpp
     from _code_edits import requests as code_requests
     from _sharegpt import chat_requests
@@ -187,7 +195,7 @@ def recorded_workloads(n_chats: int):
     prompts = [
         llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
     ]
-    outputs = _greedy_outputs(llm, prompts)
+    outputs = _decoded_outputs(llm, prompts, temperature, seed)
     llm.close()
     return workloads, prompts, outputs
 

@@ -101,7 +101,11 @@ UNSURE_WINDOW = 4
 # chat fell on this Zen 4's calibrated curve (0.987x -> 0.960x plain), so did steps of 0.95
 # from 16 and 0.97 from 32 (0.955x -> 0.936x on its live curve), and a floor learned across
 # requests carried the edits' passes into the chats (a worst chat 0.955x -> 0.753x). The
-# values were chosen on those recordings.
+# values were chosen on those recordings, which are greedy. Replayed on outputs sampled at
+# 0.8 (session 23, one seed, four curves): chats -1.1% to +1.7% by the mean, but a worst
+# chat lower on three curves (0.946x -> 0.893x plain on the Zen 4's), edits +0% to +14%.
+# Kept for sampled requests too: held to greedy requests, sampled edits would lose more than
+# sampled chats gain on average (docs/drafting.md).
 SURE_ABOVE = 0.9
 SURE_COPY_FLOORS = ((24, 0.95), (12, 0.92))  # (tokens followed, at least), longest first
 SURE_RUN = SURE_COPY_FLOORS[-1][0]
