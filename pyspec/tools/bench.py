@@ -87,9 +87,11 @@ SUITES = {
     ),
     "confidence-rules": (
         ["bench_confidence_rules.py", "-s"],
-        7.0,  # (the confidences' pass, once per machine: ~6 min on 2 busy cores)
-        "the unsure and sure-copy rules replayed on the recorded chats and edits, in three "
-        "orders and the repository's batch curves",
+        # the first time on a machine: the greedy and sampled outputs and their
+        # confidences (~20 min on the AVX2 EPYC's 2 cores, where plain decodes 12 tok/s)
+        20.0,
+        "the unsure and sure-copy rules replayed on the recorded chats and edits (greedy "
+        "and sampled at 0.8), in three orders and the repository's batch curves",
     ),
     "tree-outlook": (
         ["bench_tree_outlook.py"],
