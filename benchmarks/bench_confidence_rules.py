@@ -38,9 +38,10 @@ RULES = {  # name -> (unsure_below, sure_above)
 
 
 def recorded_confidences(prompts: list, outputs: list) -> list:
-    """Per request, the probability the target gave each output token (the top of the row
-    that decided it: the outputs are greedy), from one pass over prompt and output with every
-    row kept; cached by the tokens, so a fresh machine computes them once."""
+    """Per request, the largest probability of the raw row that decided each output token
+    (what the verifier's top_probs return; for a greedy output, the probability of the token
+    itself, not so for a sampled one), from one pass over prompt and output with every row
+    kept; cached by the tokens, so a fresh machine computes them once."""
     import llama_cpp
 
     from pyspec.cache import cache_dir

@@ -174,7 +174,8 @@ def bench_slow_start(benchmark):
 def cpu_identity() -> tuple:
     """(family, model) from /proc/cpuinfo, or (None, None) where it has none."""
     family = model = None
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
+    info = Path("/proc/cpuinfo")
+    for line in info.read_text().splitlines() if info.is_file() else []:
         key, _, value = line.partition(":")
         if key.strip() == "cpu family" and family is None:
             family = value.strip()
@@ -212,6 +213,8 @@ def measure_curve(largest: int = 65) -> None:
     flags = set(cpu["flags"])
     simd = "AMX" if "amx_int8" in flags else "AVX-512" if "avx512f" in flags else "AVX2"
     family, model = cpu_identity()
+    if family is None or model is None:
+        raise SystemExit("no CPU family and model in /proc/cpuinfo: the curve could not be named")
     if (family, model) == ("25", "17"):
         name, where = f"{cpu['brand_raw']}, {simd}", RESULTS / "batch-curve.json"
     else:

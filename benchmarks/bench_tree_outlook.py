@@ -142,8 +142,11 @@ def _decoded_outputs(llm, prompts: list, temperature: float = 0.0, seed: int = 0
     directory.mkdir(parents=True, exist_ok=True)
     outputs = []
     for i, ids in enumerate(prompts):
-        # the greedy key is the one these caches have always had
-        named = [MAX_TOKENS, ids] if temperature == 0.0 else [MAX_TOKENS, temperature, seed, ids]
+        # the greedy key is the one these caches have always had; a sampled one names the
+        # request's own seed, which depends on its place in the list
+        named = (
+            [MAX_TOKENS, ids] if temperature == 0.0 else [MAX_TOKENS, temperature, seed + i, ids]
+        )
         key = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:16]
         path = directory / f"{key}.json"
         if path.is_file():

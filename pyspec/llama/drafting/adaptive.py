@@ -103,7 +103,9 @@ UNSURE_WINDOW = 4
 # requests carried the edits' passes into the chats (a worst chat 0.955x -> 0.753x). The
 # values were chosen on those recordings, which are greedy. Replayed on outputs sampled at
 # 0.8 (session 23, one seed, four curves): chats -1.1% to +1.7% by the mean, but a worst
-# chat lower on three curves (0.946x -> 0.893x plain on the Zen 4's), edits +0% to +14%.
+# chat lower on three curves (0.946x -> 0.893x plain on the Zen 4's), edits +0% to +14%;
+# on greedy outputs recorded on another CPU (out of sample) a worst chat fell on one curve
+# and a worst edit on another (0.925x -> 0.860x, 1.797x -> 1.729x).
 # Kept for sampled requests too: held to greedy requests, sampled edits would lose more than
 # sampled chats gain on average (docs/drafting.md).
 SURE_ABOVE = 0.9
