@@ -171,19 +171,6 @@ def bench_slow_start(benchmark):
             )
 
 
-def cpu_identity() -> tuple:
-    """(family, model) from /proc/cpuinfo, or (None, None) where it has none."""
-    family = model = None
-    info = Path("/proc/cpuinfo")
-    for line in info.read_text().splitlines() if info.is_file() else []:
-        key, _, value = line.partition(":")
-        if key.strip() == "cpu family" and family is None:
-            family = value.strip()
-        elif key.strip() == "model" and model is None:
-            model = value.strip()
-    return family, model
-
-
 def measure_curve(largest: int = 65) -> None:
     """This build's batch curve for Qwen 1.5B at every size up to ``largest`` (65: every
     verify pass of up to 64 drafts; medians of 5 interleaved repetitions, in a process of its
@@ -212,10 +199,10 @@ def measure_curve(largest: int = 65) -> None:
     cpu = machine_info()["cpu"]
     flags = set(cpu["flags"])
     simd = "AMX" if "amx_int8" in flags else "AVX-512" if "avx512f" in flags else "AVX2"
-    family, model = cpu_identity()
+    family, model = cpu.get("family"), cpu.get("model")
     if family is None or model is None:
         raise SystemExit("no CPU family and model in /proc/cpuinfo: the curve could not be named")
-    if (family, model) == ("25", "17"):
+    if (family, model) == (25, 17):
         name, where = f"{cpu['brand_raw']}, {simd}", RESULTS / "batch-curve.json"
     else:
         name = f"{cpu['brand_raw']} (family {family}, model {model}), {simd}"
