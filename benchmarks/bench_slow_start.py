@@ -24,9 +24,9 @@ Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python
 as bench_tree_outlook caches them), ``pyspec.testing.replay`` replays the loop with each rule
 (all requests in a row, as bench_draftless serves them: one controller, one PromptLookup
 with its memory of earlier requests), in the batch curves the repository holds: the Xeon
-AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, the Zen 4
-build's (``docs/results/batch-curve.json``) and those of other CPUs
-(``docs/results/batch-curve-family<F>-model<M>.json``), each measured on its own CPU by
+AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, and those
+measured at every size (``docs/results/batch-curve-family<F>-model<M>.json``: the Zen 4
+EPYC's is family 25, model 17), each on its own CPU by
 ``python benchmarks/bench_slow_start.py --measure [LARGEST]``. Cost units, so the figures
 do not depend on this run's timing; the wall-clock check is bench_draftless.
 
@@ -58,12 +58,8 @@ def curves() -> dict:
     recorded = json.loads((ROOT / "tests" / "data" / "recorded_generations.json").read_text())
     dear = recorded["costs"]["qwen2.5-coder-1.5b"]
     out["dear (tests/data)"] = {int(n): c for n, c in dear.items()}
-    here = RESULTS / "batch-curve.json"
-    if here.is_file():
-        measured = json.loads(here.read_text())
-        out[f"this build ({measured['cpu']})"] = {int(n): c for n, c in measured["costs"].items()}
-    # Curves of other CPUs, one file each (measure_curve): a VM's bare "AMD EPYC" has been
-    # three generations here, so each is named by its family and model.
+    # The curves measured at every size, one file per CPU (measure_curve): a VM's bare "AMD
+    # EPYC" has been three generations here, so each is named by its family and model.
     for path in sorted(RESULTS.glob("batch-curve-*.json")):
         measured = json.loads(path.read_text())
         out[f"{measured['cpu']} build"] = {int(n): c for n, c in measured["costs"].items()}
@@ -174,9 +170,8 @@ def bench_slow_start(benchmark):
 def measure_curve(largest: int = 65) -> None:
     """This build's batch curve for Qwen 1.5B at every size up to ``largest`` (65: every
     verify pass of up to 64 drafts; medians of 5 interleaved repetitions, in a process of its
-    own). Written to docs/results/batch-curve.json (the Zen 4 curve the docs' tables read)
-    when this is that CPU, else to docs/results/batch-curve-family<F>-model<M>.json beside
-    it. Run it on a quiet machine (about 7 minutes on the Zen 4 up to 65)."""
+    own), written to docs/results/batch-curve-family<F>-model<M>.json. Run it on a quiet
+    machine (about 7 minutes on the Zen 4 up to 65)."""
     from pyspec.testing import build_probe
     from pyspec.testing.models import ensure_model
     from pyspec.tools.machine import machine_info, now_iso
@@ -202,11 +197,8 @@ def measure_curve(largest: int = 65) -> None:
     family, model = cpu.get("family"), cpu.get("model")
     if family is None or model is None:
         raise SystemExit("no CPU family and model in /proc/cpuinfo: the curve could not be named")
-    if (family, model) == (25, 17):
-        name, where = f"{cpu['brand_raw']}, {simd}", RESULTS / "batch-curve.json"
-    else:
-        name = f"{cpu['brand_raw']} (family {family}, model {model}), {simd}"
-        where = RESULTS / f"batch-curve-family{family}-model{model}.json"
+    name = f"{cpu['brand_raw']} (family {family}, model {model}), {simd}"
+    where = RESULTS / f"batch-curve-family{family}-model{model}.json"
     record = {"cpu": name, "measured": now_iso(), "ms_per_batch": ms}
     record["costs"] = costs
     where.write_text(json.dumps(record, indent=1) + "\n")
