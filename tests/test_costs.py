@@ -236,6 +236,22 @@ def test_the_cache_keeps_whether_a_shape_was_calibrated(tmp_path):
     assert cost_cache.load_shape(tmp_path / "none.json") == (None, False)
 
 
+def test_a_shape_calibrated_by_the_fastest_pass_is_measured_again(tmp_path):
+    # Until session 24 a calibration kept each size's fastest pass, which believed the
+    # luckiest sizes cheap: such a file is a prior like any other, not a calibrated shape,
+    # so the next generate or serve calibrates again, and its shape replaces the file.
+    path = tmp_path / "costs.json"
+    record = {"format": cost_cache.FORMAT, "calibrated": True}
+    record["ratios"] = {str(n): r for n, r in SAWTOOTH.items()}
+    path.write_text(json.dumps(record))
+    assert cost_cache.load_shape(path) == (pytest.approx(SAWTOOTH), False)
+    assert not cost_cache.is_calibrated(path)
+    remeasured = {n: r * 1.1 for n, r in SAWTOOTH.items()}
+    cost_cache.save_ratios(path, remeasured, calibrated=True)
+    assert cost_cache.load_shape(path) == (pytest.approx(remeasured), True)
+    assert json.loads(path.read_text())["statistic"] == cost_cache.CALIBRATION_STATISTIC
+
+
 def test_beyond_a_calibrated_shape_the_curve_is_monotone_again():
     costs = BatchCosts(max_n=33)
     costs.use_prior(SAWTOOTH, calibrated=True)  # measured up to 17

@@ -11,14 +11,27 @@ past the dips. A curve measured at every size lets the controller draft 15 inste
 
 The measurement decodes each size from 2 to ``max_size`` over a short context, in
 ``passes`` interleaved sweeps (a slow moment of the machine then hits every size alike),
-and keeps per size the fastest pass relative to the fastest one-token pass: the load of the
-moment only ever adds time. It takes about 70 s for sizes up to 65 (the default draft_max,
-64; 20 s up to 33) on 2 cores with a 1.5B model; the shape goes into the cost cache
-(``cost_cache.py``), so it is paid once per model file, build, CPU and thread setup.
+and keeps per size the median of its passes relative to the median one-token pass: what a
+round of that size will typically cost. Not the fastest pass: on a shared 2-core VM a
+size's passes spread by 20% from sweep to sweep (AMD EPYC, Zen 3, session 24), the fastest
+of each size is the luckiest moment it happened to meet, and the controller, which drafts
+the length whose predicted cost per token is lowest, picks exactly the sizes that were
+lucky: a calibration by the fastest of two sweeps there believed 37 and 44 tokens cost
+13.9x and 14.9x one token, which live rounds then paid 18-22x for, and 5 tokens 2.8x
+(3.3x live), and the lookup drafted 4 tokens a round through copies that passed whole.
+Replayed on the recorded chats and edits with a curve measured at every size as the truth,
+that calibration cost the edits 15-17% and the chats 1-5%. Of four later sweeps on the same
+machine, the fastest of the first two cost the edits 1-3% (a quieter moment), the fastest
+of all four 24% (the more sweeps, the luckier the fastest), the median of three 1-7% and of
+four 1-3% (docs/drafting.md). Three sweeps take about 100 s for sizes up to 65 (the
+default draft_max, 64; 30 s up to 33) on the Zen 4 EPYC's 2 cores with a 1.5B model, 4-5
+minutes on the Zen 3's; the shape goes into the cost cache (``cost_cache.py``), so it is
+paid once per model file, build, CPU and thread setup.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Callable, Optional
 
@@ -27,7 +40,7 @@ from pyspec.errors import PyspecError
 # Any text: the cost of a pass does not depend on which tokens it holds.
 TEXT = "The quick brown fox jumps over the lazy dog; def area(r):\n    return 3.14159 * r * r\n"
 CONTEXT_TOKENS = 64  # the batches are decoded after this many tokens of context
-PASSES = 2
+PASSES = 3  # the median of three: one lucky or slow sweep moves no size
 
 
 def measure_shape(
@@ -47,7 +60,7 @@ def measure_shape(
     need = CONTEXT_TOKENS + max_size
     text = (list(tokens) * (need // len(tokens) + 1))[:need]
     context, batch = text[:CONTEXT_TOKENS], text[CONTEXT_TOKENS:]
-    best = {n: float("inf") for n in range(1, max_size + 1)}
+    passes_of: dict = {n: [] for n in range(1, max_size + 1)}
     decoder.remove_from(0)
     for start in range(0, len(context), decoder.capacity):  # n_batch may be below 64
         chunk = context[start : start + decoder.capacity]
@@ -61,7 +74,7 @@ def measure_shape(
             for n in sizes if sweep % 2 == 0 else reversed(sizes):
                 t0 = time.perf_counter()
                 decoder.decode(batch[:n], CONTEXT_TOKENS, n)  # a verify pass keeps every row
-                best[n] = min(best[n], time.perf_counter() - t0)
+                passes_of[n].append(time.perf_counter() - t0)
                 decoder.remove_from(CONTEXT_TOKENS)
             if progress is not None:
                 progress(
@@ -70,8 +83,8 @@ def measure_shape(
                 )
     finally:
         decoder.remove_from(0)
-    one = best[1]
-    return {n: seconds / one for n, seconds in best.items() if n >= 2}
+    one = statistics.median(passes_of[1])
+    return {n: statistics.median(times) / one for n, times in passes_of.items() if n >= 2}
 
 
 # ``pyspec generate`` and ``pyspec serve`` call this after loading: when the cost cache has

@@ -13,7 +13,8 @@ finite, plausible, no steep dips; a corrupt or implausible file is ignored with 
 is only a prior that live passes override, and it is dropped when the first live passes of a
 size disagree with it by more than 2x. Only sizes with several live passes are written.
 A file may also hold a shape measured at every size (``calibration.py``; ``calibrated`` in
-the file), whose dips between sizes the cost model then believes.
+the file, with the statistic it kept per size), whose dips between sizes the cost model then
+believes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ from typing import Optional
 from pyspec.cache import cache_dir
 from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.costs import every_size_from_2, validate_ratios
+
+# How calibration.py keeps a size's passes. A file calibrated by another statistic (until
+# session 24 the fastest pass, which believed the luckiest sizes cheap) is read as a plain
+# prior, not calibrated, so the next `pyspec generate` or `serve` measures it again.
+CALIBRATION_STATISTIC = "median"
 
 log = logging.getLogger("pyspec")
 FORMAT = 2  # 1: absolute seconds per size (sessions before the online cost model)
@@ -106,7 +112,10 @@ def _read(path: Path):
     try:
         text = path.read_text()
         ratios = parse_ratios(text)
-        calibrated = json.loads(text).get("calibrated") is True
+        record = json.loads(text)
+        calibrated = (
+            record.get("calibrated") is True and record.get("statistic") == CALIBRATION_STATISTIC
+        )
     except (OSError, ValueError) as exc:
         return None, False, f"unreadable ({exc})"
     problem = validate_ratios(ratios)
@@ -150,7 +159,7 @@ def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) ->
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         record = {"format": FORMAT, "ratios": {str(n): r for n, r in sorted(ratios.items())}}
         if calibrated:
-            record["calibrated"] = True
+            record.update(calibrated=True, statistic=CALIBRATION_STATISTIC)
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
     except OSError as exc:
