@@ -205,11 +205,12 @@ def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path
     first = run_pyspec(*args, "--draft-max", "8", env=cache)
     assert first.returncode == 0, first.stderr
     assert "measuring this model's batch costs at every draft length up to 8" in first.stderr
-    assert "sweep 2/2 over batch sizes 1-9" in first.stderr and "calibrated" in first.stderr
+    assert "sweep 3/3 over batch sizes 1-9" in first.stderr and "calibrated" in first.stderr
     record = json.loads(next((tmp_path / "costs").glob("*.json")).read_text())
     assert record["calibrated"] is True and sorted(map(int, record["ratios"]))[:8] == list(
         range(2, 10)
     )
+    assert record["statistic"] == "median"  # each size's median pass (calibration.py)
     again = run_pyspec(*args, "--draft-max", "8", env=cache)
     assert again.returncode == 0 and "measuring" not in again.stderr
     skipped = run_pyspec(*args, "--draft-max", "12", "--no-calibrate", env=cache)
