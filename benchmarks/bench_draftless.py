@@ -26,7 +26,8 @@ the same tokens. (Until session 20 that rate was read off one lookup run uncappe
 tokens, where the round that crosses the count counts whole: on the code edits a draft of
 47 tokens verified for the last few, 0.7 s of a 2.3 s request.) pyspec's lookup is calibrated
 first (``SpeculativeLlama.calibrate``, not timed), and the same lookup with the sure-copy
-rule off (``controller.sure_above = None``, the default before session 22, calibrated too)
+rule off (``controller.sure_above = None``, the default before session 22, given the same
+calibrated shape, as is the lookup asked for the C++ token counts)
 runs beside it: what believing a long-followed copy while the target is sure changes.
 
 Modes run in turn, in the opposite order for every other request, so a drifting load hits

@@ -213,6 +213,12 @@ def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path
     assert record["statistic"] == "median"  # each size's median pass (calibration.py)
     again = run_pyspec(*args, "--draft-max", "8", env=cache)
     assert again.returncode == 0 and "measuring" not in again.stderr
+    # A shape calibrated the old way (each size's fastest pass) is measured again, and said.
+    path = next((tmp_path / "costs").glob("*.json"))
+    path.write_text(json.dumps({k: v for k, v in record.items() if k != "statistic"}))
+    old = run_pyspec(*args, "--draft-max", "8", env=cache)
+    assert old.returncode == 0 and "calibrated by each size's fastest pass" in old.stderr
+    assert json.loads(path.read_text())["statistic"] == "median"
     skipped = run_pyspec(*args, "--draft-max", "12", "--no-calibrate", env=cache)
     assert skipped.returncode == 0 and "measuring" not in skipped.stderr
     off = run_pyspec(*args, env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "off"})

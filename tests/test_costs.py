@@ -245,11 +245,13 @@ def test_a_shape_calibrated_by_the_fastest_pass_is_measured_again(tmp_path):
     record["ratios"] = {str(n): r for n, r in SAWTOOTH.items()}
     path.write_text(json.dumps(record))
     assert cost_cache.load_shape(path) == (pytest.approx(SAWTOOTH), False)
-    assert not cost_cache.is_calibrated(path)
+    assert not cost_cache.is_calibrated(path) and cost_cache.calibrated_the_old_way(path)
     remeasured = {n: r * 1.1 for n, r in SAWTOOTH.items()}
     cost_cache.save_ratios(path, remeasured, calibrated=True)
     assert cost_cache.load_shape(path) == (pytest.approx(remeasured), True)
     assert json.loads(path.read_text())["statistic"] == cost_cache.CALIBRATION_STATISTIC
+    assert not cost_cache.calibrated_the_old_way(path)
+    assert not cost_cache.calibrated_the_old_way(tmp_path / "none.json")
 
 
 def test_beyond_a_calibrated_shape_the_curve_is_monotone_again():

@@ -22,11 +22,12 @@ lucky: a calibration by the fastest of two sweeps there believed 37 and 44 token
 Replayed on the recorded chats and edits with a curve measured at every size as the truth,
 that calibration cost the edits 15-17% and the chats 1-5%. Of four later sweeps on the same
 machine, the fastest of the first two cost the edits 1-3% (a quieter moment), the fastest
-of all four 24% (the more sweeps, the luckier the fastest), the median of three 1-7% and of
-four 1-3% (docs/drafting.md). Three sweeps take about 100 s for sizes up to 65 (the
-default draft_max, 64; 30 s up to 33) on the Zen 4 EPYC's 2 cores with a 1.5B model, 4-5
-minutes on the Zen 3's; the shape goes into the cost cache (``cost_cache.py``), so it is
-paid once per model file, build, CPU and thread setup.
+of all four 13-24% (the more sweeps, the luckier the fastest), the median of three 1-7% and
+of four 1-3% (docs/drafting.md). Three sweeps take 4-5 minutes for sizes up to 65 (the
+default draft_max, 64) on the Zen 3 EPYC's 2 cores with a 1.5B model (85-90 s a sweep,
+measured), about 100 s on the Zen 4's (1.5x the 70 s its two sweeps took); the shape goes
+into the cost cache (``cost_cache.py``), so it is paid once per model file, build, CPU and
+thread setup.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ import time
 from typing import Callable, Optional
 
 from pyspec.errors import PyspecError
+from pyspec.llama.drafting.cost_cache import calibrated_the_old_way
 
 # Any text: the cost of a pass does not depend on which tokens it holds.
 TEXT = "The quick brown fox jumps over the lazy dog; def area(r):\n    return 3.14159 * r * r\n"
 CONTEXT_TOKENS = 64  # the batches are decoded after this many tokens of context
-PASSES = 3  # the median of three: one lucky or slow sweep moves no size
+PASSES = 3  # the median of three: one lucky or slow sweep moves no size past its other two
 
 
 def measure_shape(
@@ -106,6 +108,11 @@ def calibrate_once(llm, say: Callable[[str], None]) -> bool:
             "(PYSPEC_COST_CACHE), so the measurement could not be kept"
         )
         return False
+    if calibrated_the_old_way(spec.cost_file):
+        say(
+            "pyspec: the cached batch costs were calibrated by each size's fastest pass, "
+            "which believes the luckiest sizes cheap: measuring them again by the median"
+        )
     say(
         f"pyspec: measuring this model's batch costs at every draft length up to "
         f"{spec.controller.draft_max} (once for this model, build and setup; "

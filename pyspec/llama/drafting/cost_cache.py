@@ -143,6 +143,18 @@ def is_calibrated(path: Path) -> bool:
     return _read(path)[1]
 
 
+def calibrated_the_old_way(path: Optional[Path]) -> bool:
+    """Whether the file holds a shape calibrated by another statistic than
+    CALIBRATION_STATISTIC (the fastest pass, before session 24): measured again, and said."""
+    try:
+        record = json.loads(path.read_text())
+        return record.get("calibrated") is True and (
+            record.get("statistic") != CALIBRATION_STATISTIC
+        )
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+
+
 def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) -> None:
     """Writes the shape atomically if it is plausible; a cache that cannot be written is only
     a lost shortcut. ``calibrated``: measured at every size (calibration.py); the flag is
