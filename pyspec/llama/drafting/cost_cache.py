@@ -107,15 +107,20 @@ def read_ratios(path: Path):
     return ratios, problem
 
 
+def _calibrated_by(record) -> Optional[str]:
+    """The statistic a record's calibrated shape kept per size (records written before the
+    statistic was named kept the fastest pass), or None: not calibrated."""
+    if not isinstance(record, dict) or record.get("calibrated") is not True:
+        return None
+    return record.get("statistic", "fastest")
+
+
 def _read(path: Path):
     """(shape, calibrated, '') or (None, False, why the file is ignored), from one read."""
     try:
         text = path.read_text()
         ratios = parse_ratios(text)
-        record = json.loads(text)
-        calibrated = (
-            record.get("calibrated") is True and record.get("statistic") == CALIBRATION_STATISTIC
-        )
+        calibrated = _calibrated_by(json.loads(text)) == CALIBRATION_STATISTIC
     except (OSError, ValueError) as exc:
         return None, False, f"unreadable ({exc})"
     problem = validate_ratios(ratios)
@@ -147,12 +152,10 @@ def calibrated_the_old_way(path: Optional[Path]) -> bool:
     """Whether the file holds a shape calibrated by another statistic than
     CALIBRATION_STATISTIC (the fastest pass, before session 24): measured again, and said."""
     try:
-        record = json.loads(path.read_text())
-        return record.get("calibrated") is True and (
-            record.get("statistic") != CALIBRATION_STATISTIC
-        )
-    except (OSError, ValueError, AttributeError, TypeError):
+        statistic = _calibrated_by(json.loads(path.read_text()))
+    except (OSError, ValueError):
         return False
+    return statistic not in (None, CALIBRATION_STATISTIC)
 
 
 def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) -> None:
