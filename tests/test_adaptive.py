@@ -13,6 +13,7 @@ from pyspec.llama.drafting.adaptive import (
     WatchPolicy,
     sure_copy_floor,
 )
+from pyspec.llama.drafting.base import Draft
 from pyspec.llama.drafting.costs import default_prior
 from pyspec.llama.rounds import Round
 
@@ -474,6 +475,25 @@ def test_a_sure_copy_long_followed_is_drafted_where_its_bucket_alone_would_wait(
     assert c.choose(16, "copy", **sure) == 16 and c.sure_copy
     c.observe(_missed())
     assert not c.sure_copy
+
+
+def test_a_free_draft_in_hand_is_chosen_from_its_own_fields_and_an_empty_one_clears_the_flags():
+    """choose_free (the loop's and the replay's one way to decide a free draft) reads the
+    draft's bucket, kinds and run; an empty draft drafts nothing and leaves no flag of an
+    earlier choice standing (the loop reads them without looking at the draft)."""
+    copy = Draft(list(range(16)), bucket="copy", followed=SURE_RUN)
+    by_hand, free = _broken_copy(), _broken_copy()
+    for c in (by_hand, free):
+        c.sure_above = SURE_ABOVE
+    fields = dict(kinds=None, confidence=SURE_ABOVE, followed=SURE_RUN)
+    k = by_hand.choose(16, "copy", draft_cost=0.0, **fields)
+    assert free.choose_free(copy, SURE_ABOVE) == k == 16 and free.sure_copy
+    assert free.choose_free(Draft(list(range(16)), bucket="copy"), SURE_ABOVE) == 0  # not a copy
+    assert free.choose_free(copy, SURE_ABOVE) == 16 and free.sure_copy
+    assert free.choose_free(Draft([]), SURE_ABOVE) == 0 and not free.sure_copy
+    free.unsure_below = UNSURE_BELOW
+    assert free.choose_free(copy, UNSURE_BELOW - 0.01) == 0 and free.held_back
+    assert free.choose_free(Draft([]), UNSURE_BELOW - 0.01) == 0 and not free.held_back
 
 
 def test_a_longer_sure_copy_is_believed_more():

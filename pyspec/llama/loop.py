@@ -9,6 +9,8 @@ import ctypes
 import logging
 import math
 import time
+from collections.abc import Mapping
+from numbers import Integral, Real
 from typing import Optional
 
 import llama_cpp
@@ -48,7 +50,7 @@ from pyspec.llama.drafting.cost_cache import (
     save_drafter_record,
     save_ratios,
 )
-from pyspec.llama.drafting.costs import validate_ratios
+from pyspec.llama.drafting.costs import every_size_from_2, validate_ratios
 from pyspec.llama.drafting.draft_model import DraftModel
 from pyspec.llama.drafting.factory import make_drafter
 from pyspec.llama.drafting.lookup import PromptLookup
@@ -64,6 +66,27 @@ from pyspec.request import LogitsPointer, VerifyResult
 from pyspec.verifier import row_logprobs, verify, verify_from_pointer
 
 log = logging.getLogger("pyspec")
+
+
+def _shape_from(shape) -> tuple:
+    """(sizes >= 2 -> float cost, '') from a mapping of batch sizes (ints, or digit strings
+    as JSON gives them back) to costs over one token, or ({}, why it is not one)."""
+    if not isinstance(shape, Mapping):
+        kind = type(shape).__name__
+        return {}, f"the shape must map batch sizes to costs over one token, not a {kind}"
+    ratios: dict = {}
+    for n, r in shape.items():
+        if isinstance(n, str) and n.isdigit():
+            n = int(n)
+        if isinstance(n, bool) or not isinstance(n, Integral):
+            return {}, f"batch size {n!r} is not a whole number"
+        if isinstance(r, bool) or not isinstance(r, Real):
+            return {}, f"batch size {n}: cost {r!r} is not a number"
+        if int(n) in ratios:
+            return {}, f"batch size {n} is given twice"
+        if n != 1:  # (one token over itself)
+            ratios[int(n)] = float(r)
+    return ratios, ""
 
 
 class Speculation:
@@ -311,12 +334,7 @@ class Speculation:
         self.close_open_stream()
         if self._active is not None:
             raise PyspecRuntimeError("calibrate() while a request is being generated")
-        largest = self.controller.draft_max + 1
-        if largest < 2 or self.controller.fixed:
-            raise InvalidInputError(
-                "calibrate() needs adaptive draft lengths and draft_max >= 1: the batch costs "
-                "decide nothing otherwise"
-            )
+        largest = self._largest_verify_batch("calibrate()")
         if CALIBRATION_CONTEXT + largest > self.n_ctx:
             raise InvalidInputError(
                 f"calibrate() decodes {largest} tokens after {CALIBRATION_CONTEXT} of context; "
@@ -334,9 +352,38 @@ class Speculation:
                 f"the measured batch costs are implausible ({problem}); the machine was "
                 "probably busy: calibrate again when it is quiet"
             )
-        self.controller.use_cost_prior(shape, source="calibrated here", calibrated=True)
+        self.use_calibration(shape)
         save_ratios(self._cost_file, shape, calibrated=True)
         return shape
+
+    def use_calibration(self, shape, source: str = "calibrated here") -> None:
+        """Makes a shape that ``calibrate`` measured (n -> cost(n) / cost(1)), here or by
+        another object with the same model and setup, this cost model's prior, believed with
+        its dips, without measuring anything or writing the cost cache (a request in
+        progress goes on with it). Sizes may be ints or digit strings (as JSON gives them
+        back); size 1, one token over itself, is ignored. A shape that is not a mapping of
+        sizes to costs, is implausible, or lacks a size a verify pass can have here, and an
+        object whose draft length is fixed, raise InvalidInputError and change nothing."""
+        largest = self._largest_verify_batch("use_calibration()")
+        ratios, problem = _shape_from(shape)
+        if not problem:
+            problem = validate_ratios(ratios)
+        if not problem and not (every_size_from_2(ratios) and max(ratios) >= largest):
+            problem = f"it does not hold every batch size from 2 to {largest} (draft_max + 1)"
+        if problem:
+            raise InvalidInputError(f"use_calibration(): not a calibrated shape here: {problem}")
+        self.controller.use_cost_prior(ratios, source=source, calibrated=True)
+
+    def _largest_verify_batch(self, caller: str) -> int:
+        """draft_max + 1, the batch a calibration must reach; refused where the draft length
+        is fixed or nothing is drafted (the batch costs decide nothing there)."""
+        largest = self.controller.draft_max + 1
+        if largest < 2 or self.controller.fixed:
+            raise InvalidInputError(
+                f"{caller} needs adaptive draft lengths and draft_max >= 1: the batch costs "
+                "decide nothing otherwise"
+            )
+        return largest
 
     def close_open_stream(self) -> None:
         stream, self.open_stream = self.open_stream, None
@@ -563,20 +610,8 @@ class Speculation:
                 )
             else:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
-            k = (
-                controller.choose(
-                    len(draft.tokens),
-                    draft.bucket,
-                    draft_cost=0.0,
-                    kinds=draft.token_kinds,
-                    confidence=confidence,
-                    followed=draft.followed,
-                )
-                if draft.tokens
-                else 0
-            )
-            held_back = bool(draft.tokens) and controller.held_back
-            sure_copy = bool(draft.tokens) and controller.sure_copy
+            k = controller.choose_free(draft, confidence)
+            held_back, sure_copy = controller.held_back, controller.sure_copy
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))

@@ -117,18 +117,7 @@ def replay_lookup(
         draft = drafter.draft(context, room, None, len(context)) if room else Draft([])
         recent = [] if confidence is None else confidence[max(0, i - UNSURE_WINDOW) : i]
         sure = float(min(recent)) if len(recent) else None
-        k = (
-            controller.choose(
-                len(draft.tokens),
-                draft.bucket,
-                draft_cost=0.0,
-                kinds=draft.token_kinds,
-                confidence=sure,
-                followed=draft.followed,
-            )
-            if draft.tokens
-            else 0
-        )
+        k = controller.choose_free(draft, sure)
         drafts = draft.tokens[:k]
         accepted = 0
         while (

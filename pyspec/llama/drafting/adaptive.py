@@ -503,6 +503,24 @@ class DraftLengthController:
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
         return self.expected_tokens(k, bucket, kinds) / cost
 
+    def choose_free(self, draft, confidence: Optional[float] = None) -> int:
+        """The length to verify of a free draft in hand (a ``Draft``, which cost nothing to
+        make): ``choose`` with its bucket, its tokens' kinds and the run its source has been
+        followed. 0 for an empty draft, which also clears ``held_back`` and ``sure_copy``:
+        they speak of this round's draft. The loop and the replay (pyspec.testing.replay)
+        both decide through here, so a replay decides what the loop would."""
+        if not draft.tokens:
+            self._held_back = self._sure_copy = False
+            return 0
+        return self.choose(
+            len(draft.tokens),
+            draft.bucket,
+            draft_cost=0.0,
+            kinds=draft.token_kinds,
+            confidence=confidence,
+            followed=draft.followed,
+        )
+
     def choose(
         self,
         limit: int,
