@@ -752,7 +752,7 @@ def draftless_table(run: Run) -> list:
             + (
                 f" ({s['lookup_over_best_cpp_same_tokens']:.2f}x with pyspec's rate taken over "
                 "as many tokens as that mode decoded)"
-                if "lookup_over_best_cpp_same_tokens" in s
+                if s.get("lookup_over_best_cpp_same_tokens")
                 else ""
             )
             + f"; before the suffix index {s['rate']['lookup before'] / s['rate'][best]:.2f}x; "

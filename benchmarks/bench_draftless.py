@@ -233,6 +233,20 @@ def summarise(rows, modes) -> dict:
     return summary
 
 
+def _over_best_same_tokens(rows, cpp_modes) -> dict:
+    """pyspec's lookup over as many tokens as each request's best C++ mode decoded, against
+    that mode (geometric mean), over the requests where that rate exists, and their count."""
+    ratios = []
+    for r in rows:
+        best = max(cpp_modes, key=lambda m: r[m]["rate"])
+        if best in r["lookup"]["rate_at_cpp"]:
+            ratios.append(r["lookup"]["rate_at_cpp"][best] / r[best]["rate"])
+    return {
+        "lookup_over_best_cpp_same_tokens": _geo(ratios),  # (0.0: no such request)
+        "same_tokens_requests": len(ratios),
+    }
+
+
 def bench_draftless_modes(benchmark, monkeypatch):
     import llama_cpp
     from _code_edits import requests as code_requests
@@ -272,7 +286,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
     shape = python_modes["lookup"].calibrate(progress=print)
     print("\n" + str(shape), flush=True)
     for llm in (python_modes[SURE_RULE_OFF], same_tokens["lookup"]):
-        llm.speculation.controller.use_cost_prior(shape, source="calibrated here", calibrated=True)
+        llm.use_calibration(shape)
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
@@ -285,6 +299,9 @@ def bench_draftless_modes(benchmark, monkeypatch):
         )
 
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    # Kept before anything is derived from them: an hour's measurement must outlive a
+    # summary that fails (session 25 lost one to the KeyError fixed below).
+    benchmark.extra_info.update(max_tokens=MAX_TOKENS, threads=THREADS, modes=modes, rows=rows)
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
     summary = summarise(rows, modes)
     for workload, s in summary.items():
@@ -301,34 +318,24 @@ def bench_draftless_modes(benchmark, monkeypatch):
                         for r in mine
                     ]
                 ),
-                # The same, each request's best C++ mode against lookup over as many tokens.
-                "lookup_over_best_cpp_same_tokens": _geo(
-                    [
-                        r["lookup"]["rate_at_cpp"][best] / r[best]["rate"]
-                        for r in mine
-                        for best in [max(cpp_modes, key=lambda m, r=r: r[m]["rate"])]
-                    ]
-                ),
+                # The same, each request's best C++ mode against lookup over as many tokens
+                # (the requests whose second lookup decoded that many: one that stopped
+                # sooner, at an end of text, has no rate over them).
+                **_over_best_same_tokens(mine, cpp_modes),
             }
         )
     for name, m in [*python_modes.items(), *same_tokens.items()]:
         if name != "plain":
             m.close()
     plain.close()
-    benchmark.extra_info.update(
-        llama_bench_tg=tg,
-        max_tokens=MAX_TOKENS,
-        threads=THREADS,
-        modes=modes,
-        rows=rows,
-        summary=summary,
-    )
+    benchmark.extra_info.update(llama_bench_tg=tg, summary=summary)
     for workload, s in summary.items():
         print(
             f"\n{workload}: "
             + ", ".join(f"{m} {v:.2f}" for m, v in s["rate"].items())
             + f"; lookup / best C++ draftless {s['lookup_over_best_cpp']:.2f}x "
-            f"({s['lookup_over_best_cpp_same_tokens']:.2f}x over the same tokens); "
+            f"({s['lookup_over_best_cpp_same_tokens']:.2f}x over the same tokens, "
+            f"{s['same_tokens_requests']} requests); "
             f"memory hit rate {s['memory_hit_rate']:.2f}; llama-bench tg {tg:.2f}"
         )
     assert np.isfinite(tg)

@@ -8,7 +8,7 @@ import types
 import llama_cpp
 import pytest
 
-from pyspec.errors import InvalidInputError, PyspecRuntimeError
+from pyspec.errors import ClosedError, InvalidInputError, PyspecRuntimeError
 from pyspec.llama import SpeculativeLlama
 from pyspec.llama.batch_decoder import BatchDecoder
 from pyspec.llama.drafting import calibration
@@ -20,6 +20,7 @@ from pyspec.testing.near_tie import compare_texts
 KW = dict(n_ctx=512, n_threads=2, verbose=False, seed=0)
 # A curve with a dip at 8 tokens, as repacked kernels make (cost over one token).
 SHAPE = {1: 1.0, 2: 1.5, 3: 2.0, 4: 2.4, 5: 3.1, 6: 3.6, 7: 4.2, 8: 3.9, 9: 4.8}
+BATCHES = {n: c for n, c in SHAPE.items() if n > 1}  # what calibrate() returns for it
 PROMPT = (
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):"
 )
@@ -118,6 +119,48 @@ def test_a_context_too_small_for_the_largest_batch_is_refused_before_decoding(ge
         llm.calibrate()
     assert not llm.speculation.controller.costs.calibrated
     llm.close()
+
+
+def test_a_shape_calibrated_elsewhere_is_taken_without_measuring_and_checked(
+    gemma_path, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, **KW)
+    costs = llm.speculation.controller.costs
+    measured = []
+    monkeypatch.setattr(BatchDecoder, "decode", lambda *a: measured.append(a))
+    # What another object's calibrate() returned, as JSON gives it back (string sizes).
+    shape = {str(n): c for n, c in SHAPE.items() if n > 1}
+    llm.use_calibration(shape)
+    assert costs.calibrated_up_to(9) and costs.prior_source == "given by use_calibration()"
+    assert costs.prior_shape() == pytest.approx(BATCHES)
+    assert measured == [] and not cost_cache_file(llm).exists()  # nothing measured or written
+    # Believed with its dip (8 tokens cheaper than 7) once a one-token pass sets the scale.
+    costs.observe(1, 0.05)
+    assert costs.predict(8) < costs.predict(7)
+    # Not a calibration for this object: refused, the shape in use unchanged.
+    wrong = [
+        ({n: c for n, c in SHAPE.items() if 2 <= n <= 8}, "from 2 to 9"),  # short of 9
+        ({n: c for n, c in SHAPE.items() if n not in (1, 5)}, "from 2 to 9"),  # a gap
+        ({2.5: 1.6, **BATCHES}, "not a whole number"),
+        ({"2": 1.5, **BATCHES}, "given twice"),
+        ({**BATCHES, 3: True}, "not a number"),
+        ({**BATCHES, 5: 50.0}, "under load"),  # implausible
+        ([1.5, 2.0], "batch sizes to costs"),  # not a mapping
+        ({2: "cheap"}, "not a number"),  # not numbers
+    ]
+    for bad, why in wrong:
+        with pytest.raises(InvalidInputError, match=why):
+            llm.use_calibration(bad)
+        assert costs.prior_shape() == pytest.approx(BATCHES)
+    llm.close()
+    with pytest.raises(ClosedError):
+        llm.use_calibration(shape)
+    fixed = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, adaptive=False, **KW)
+    with pytest.raises(InvalidInputError, match="adaptive draft lengths"):
+        fixed.use_calibration(shape)
+    fixed.close()
 
 
 class _TimedDecoder:

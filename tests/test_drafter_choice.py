@@ -21,10 +21,10 @@ def test_the_prediction_follows_the_batch_costs_and_the_draft_cost():
     assert predicted_speedup(cheap, 0.1, draft_max=1) == (pytest.approx(1.8 / 1.15), 1)
 
 
-def _spec(tmp_path, ratios):
+def _spec(tmp_path, ratios, source="cache x.json"):
     costs = BatchCosts(max_n=17)
     if ratios:
-        costs.use_prior(ratios, source="cache x.json")
+        costs.use_prior(ratios, source=source)
     return SimpleNamespace(
         _cost_file=tmp_path / "costs" / "target-abc.json", controller=SimpleNamespace(costs=costs)
     )
@@ -38,6 +38,10 @@ def test_the_outlook_reads_the_cached_shape_and_says_so(tmp_path):
         _spec(tmp_path, {2: 1.05, 5: 1.2, 9: 1.4, 17: 1.8}), str(target), str(draft)
     )
     assert cheap.pays and not cheap.realised and "measured on this machine" in cheap.why
+    # Calibrated in this process (pyspec generate calibrates before it chooses): measured too.
+    calibrated = _spec(tmp_path, {2: 1.05, 5: 1.2, 9: 1.4, 17: 1.8}, source="calibrated here")
+    outlook = draft_model_outlook(calibrated, str(target), str(draft))
+    assert "measured on this machine" in outlook.why
     dear = draft_model_outlook(_spec(tmp_path, None), str(target), str(draft))
     assert not dear.pays and "the default curve" in dear.why  # the default prior is dear
 

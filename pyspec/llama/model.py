@@ -66,6 +66,15 @@ class SpeculativeMethods:
             return costs.prior_shape()
         return self.speculation.calibrate(progress)
 
+    def use_calibration(self, shape: dict) -> None:
+        """Starts the cost model from a shape ``calibrate`` returned, on this object or on
+        another with the same model file and setup (as a process holding several objects
+        of one model would, instead of measuring for minutes again): no measurement, no
+        cost-cache write. Raises InvalidInputError, changing nothing, for a shape that is
+        implausible or misses a batch size up to draft_max + 1, or where the draft length
+        is fixed."""
+        self.speculation.use_calibration(shape, source="given by use_calibration()")
+
     def generate(self, tokens, **kwargs):
         """Drop-in for ``Llama.generate`` (same arguments, same tokens out, faster)."""
         spec = self.speculation
@@ -364,7 +373,7 @@ class ClosedSpeculativeLlama(SpeculativeLlama):
         pass
 
 
-for _name in (*_MODEL_METHODS, "generate", "create_completion", "calibrate"):
+for _name in (*_MODEL_METHODS, "generate", "create_completion", "calibrate", "use_calibration"):
     setattr(ClosedSpeculativeLlama, _name, _raise_closed(_name))
 del _name
 
