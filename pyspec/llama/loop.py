@@ -9,8 +9,6 @@ import ctypes
 import logging
 import math
 import time
-from collections.abc import Mapping
-from numbers import Integral, Real
 from typing import Optional
 
 import llama_cpp
@@ -50,7 +48,7 @@ from pyspec.llama.drafting.cost_cache import (
     save_drafter_record,
     save_ratios,
 )
-from pyspec.llama.drafting.costs import every_size_from_2, validate_ratios
+from pyspec.llama.drafting.costs import every_size_from_2, ratios_from, validate_ratios
 from pyspec.llama.drafting.draft_model import DraftModel
 from pyspec.llama.drafting.factory import make_drafter
 from pyspec.llama.drafting.lookup import PromptLookup
@@ -66,27 +64,6 @@ from pyspec.request import LogitsPointer, VerifyResult
 from pyspec.verifier import row_logprobs, verify, verify_from_pointer
 
 log = logging.getLogger("pyspec")
-
-
-def _shape_from(shape) -> tuple:
-    """(sizes >= 2 -> float cost, '') from a mapping of batch sizes (ints, or digit strings
-    as JSON gives them back) to costs over one token, or ({}, why it is not one)."""
-    if not isinstance(shape, Mapping):
-        kind = type(shape).__name__
-        return {}, f"the shape must map batch sizes to costs over one token, not a {kind}"
-    ratios: dict = {}
-    for n, r in shape.items():
-        if isinstance(n, str) and n.isdigit():
-            n = int(n)
-        if isinstance(n, bool) or not isinstance(n, Integral):
-            return {}, f"batch size {n!r} is not a whole number"
-        if isinstance(r, bool) or not isinstance(r, Real):
-            return {}, f"batch size {n}: cost {r!r} is not a number"
-        if int(n) in ratios:
-            return {}, f"batch size {n} is given twice"
-        if n != 1:  # (one token over itself)
-            ratios[int(n)] = float(r)
-    return ratios, ""
 
 
 class Speculation:
@@ -365,7 +342,7 @@ class Speculation:
         sizes to costs, is implausible, or lacks a size a verify pass can have here, and an
         object whose draft length is fixed, raise InvalidInputError and change nothing."""
         largest = self._largest_verify_batch("use_calibration()")
-        ratios, problem = _shape_from(shape)
+        ratios, problem = ratios_from(shape)
         if not problem:
             problem = validate_ratios(ratios)
         if not problem and not (every_size_from_2(ratios) and max(ratios) >= largest):

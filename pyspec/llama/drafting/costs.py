@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
+from numbers import Integral, Real
 from typing import Optional
 
 import numpy as np
@@ -66,6 +68,27 @@ def default_prior(n: int) -> float:
 def every_size_from_2(ratios: dict) -> bool:
     """Whether a shape holds every batch size from 2 to its largest (a calibration's)."""
     return bool(ratios) and set(ratios) >= set(range(2, max(ratios) + 1))
+
+
+def ratios_from(shape) -> tuple:
+    """(sizes >= 2 -> float cost, '') from a mapping of batch sizes (ints, or digit strings
+    as JSON gives them back) to costs over one token, or ({}, why it is not one)."""
+    if not isinstance(shape, Mapping):
+        kind = type(shape).__name__
+        return {}, f"the shape must map batch sizes to costs over one token, not a {kind}"
+    ratios: dict = {}
+    for n, r in shape.items():
+        if isinstance(n, str) and n.isdigit():
+            n = int(n)
+        if isinstance(n, bool) or not isinstance(n, Integral):
+            return {}, f"batch size {n!r} is not a whole number"
+        if isinstance(r, bool) or not isinstance(r, Real):
+            return {}, f"batch size {n}: cost {r!r} is not a number"
+        if int(n) in ratios:
+            return {}, f"batch size {n} is given twice"
+        if n != 1:  # (one token over itself)
+            ratios[int(n)] = float(r)
+    return ratios, ""
 
 
 def validate_ratios(ratios: dict) -> str:
