@@ -95,6 +95,12 @@ SUITES = {
         "the unsure and sure-copy rules replayed on the recorded chats and edits (greedy "
         "and sampled at 0.8), in three orders and the repository's batch curves",
     ),
+    "policy-ceiling": (
+        ["bench_policy_ceiling.py", "-s"],
+        1.0,  # seconds once confidence-rules has recorded the requests (~20 min before)
+        "the cost model's draft lengths replayed against the draft-length oracle's, on the "
+        "recorded chats and edits and the repository's batch curves",
+    ),
     "tree-outlook": (
         ["bench_tree_outlook.py"],
         4.0,
