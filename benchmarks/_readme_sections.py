@@ -994,6 +994,8 @@ SECTIONS = {
     "llama-builds-table": (("llama-builds",), llama_builds_table),
     "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
     "draftless-table": (("draftless",), draftless_table),
+    # The same suite on another CPU, kept beside the README's (docs/drafting.md).
+    "draftless-table-zen3": (("draftless-family25-model1",), draftless_table),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),

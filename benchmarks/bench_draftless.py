@@ -301,7 +301,15 @@ def bench_draftless_modes(benchmark, monkeypatch):
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
     # Kept before anything is derived from them: an hour's measurement must outlive a
     # summary that fails (session 25 lost one to the KeyError fixed below).
-    benchmark.extra_info.update(max_tokens=MAX_TOKENS, threads=THREADS, modes=modes, rows=rows)
+    # The calibrated shape too: the replays (bench_slow_start.curves) can then weigh draft
+    # lengths on the very curve the live run believed.
+    benchmark.extra_info.update(
+        max_tokens=MAX_TOKENS,
+        threads=THREADS,
+        modes=modes,
+        rows=rows,
+        calibration={str(n): c for n, c in sorted(shape.items())},
+    )
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
     summary = summarise(rows, modes)
     for workload, s in summary.items():

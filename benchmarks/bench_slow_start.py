@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _bench_json import machine
 from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS
 from bench_tree_outlook import recorded_workloads
@@ -63,6 +64,19 @@ def curves() -> dict:
     for path in sorted(RESULTS.glob("batch-curve-*.json")):
         measured = json.loads(path.read_text())
         out[f"{measured['cpu']} build"] = {int(n): c for n, c in measured["costs"].items()}
+    # And the curve a live bench_draftless run calibrated and believed (its JSON keeps it
+    # since session 26), so a replay weighs draft lengths where the live run decided them.
+    # A file without it (older, or from a run that failed) adds nothing.
+    for path in sorted(RESULTS.glob("draftless*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        runs = [b for b in data.get("benchmarks") or [] if b.get("name") == "bench_draftless_modes"]
+        shape = runs[0].get("extra_info", {}).get("calibration") if runs else None
+        if shape:
+            name = f"{machine(data)}, calibrated by {path.name} {data.get('datetime', '?')[:10]}"
+            out[name] = {1: 1.0, **{int(n): c for n, c in shape.items()}}
     return out
 
 
