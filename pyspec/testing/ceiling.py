@@ -25,7 +25,7 @@ from typing import Optional
 
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.drafting.lookup import PromptLookup
-from pyspec.testing.replay import batch_cost
+from pyspec.testing.replay import batch_cost, passing, room_at
 
 
 @dataclass
@@ -60,15 +60,12 @@ def lookup_offers(
     drafter.start_request()
     lengths, runs = [0] * len(output), [0] * len(output)
     for i in range(1, len(output)):
-        room = draft_max if max_tokens is None else min(draft_max, max(max_tokens - i - 1, 0))
+        room = room_at(draft_max, max_tokens, i)
         if not room:
             continue
         context = list(prompt) + list(output[:i])
         tokens = drafter.draft(context, room, None, len(context)).tokens[:room]
-        run = 0
-        while run < len(tokens) and i + run < len(output) and tokens[run] == output[i + run]:
-            run += 1
-        lengths[i], runs[i] = len(tokens), run
+        lengths[i], runs[i] = len(tokens), passing(tokens, output, i)
     drafter.end_request(list(prompt) + list(output))
     return Offers(lengths, runs)
 

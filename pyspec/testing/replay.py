@@ -59,6 +59,21 @@ def batch_cost(costs: dict, n: int) -> float:
     return ys[-1] + slope * (n - xs[-1])
 
 
+def room_at(draft_max: int, max_tokens: Optional[int], i: int) -> int:
+    """How many tokens a round at output position i may draft: draft_max, and never past a
+    request's ``max_tokens`` (None: no such limit), as the loop cuts it."""
+    return draft_max if max_tokens is None else min(draft_max, max(max_tokens - i - 1, 0))
+
+
+def passing(tokens, output, i: int) -> int:
+    """How many leading ``tokens`` equal ``output[i:]``: what a point-mass draft verified at
+    position i accepts (greedy, or the recorded draws)."""
+    run = 0
+    while run < len(tokens) and i + run < len(output) and tokens[run] == output[i + run]:
+        run += 1
+    return run
+
+
 def replay_lookup(
     prompt: list,
     output: list,
@@ -113,17 +128,12 @@ def replay_lookup(
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
     while i < len(output):
         context = list(prompt) + list(output[:i])
-        room = draft_max if max_tokens is None else min(draft_max, max(max_tokens - i - 1, 0))
+        room = room_at(draft_max, max_tokens, i)
         draft = drafter.draft(context, room, None, len(context)) if room else Draft([])
         recent = [] if confidence is None else confidence[max(0, i - UNSURE_WINDOW) : i]
         sure = float(min(recent)) if len(recent) else None
         k = controller.choose_free(draft, sure)
-        drafts = draft.tokens[:k]
-        accepted = 0
-        while (
-            accepted < k and i + accepted < len(output) and drafts[accepted] == output[i + accepted]
-        ):
-            accepted += 1
+        accepted = passing(draft.tokens[:k], output, i)
         cost = batch_cost(costs, k + 1)
         spent += cost
         observed = cost * (timing(stats.verify_steps + stats.plain_steps, k + 1) if timing else 1.0)
