@@ -201,3 +201,66 @@ def test_a_lucky_sweep_does_not_make_a_size_look_cheap(monkeypatch, lucky_size):
     shape = calibration.measure_shape(decoder, [1, 2, 3], max(SHAPE), passes=3)
     assert shape == pytest.approx({n: c for n, c in SHAPE.items() if n > 1})
     assert calibration.PASSES == 3
+
+
+class _DepthDecoder:
+    """A cache that holds tokens at consecutive positions, as llama.cpp's does: a pass of n
+    tokens after d of context costs SHAPE[n] * (1 + DEEPER[n] * d) seconds times the
+    sweep's factor. It refuses a decode that does not continue what it holds."""
+
+    capacity = 100  # below the deepest context: that context is decoded in chunks
+
+    def __init__(self, clock, factor):
+        self.clock, self.factor = clock, factor
+        self.held, self.sweep, self.depths_seen = 0, 0, []
+
+    def decode(self, tokens, n_past, n_outputs):
+        assert n_past == self.held, "decoded at a position the cache does not continue"
+        n = len(tokens)
+        assert 1 <= n <= self.capacity
+        if n_outputs == n and n_past in DEPTHS:  # a measured pass (context keeps one row)
+            if not self.depths_seen or self.depths_seen[-1] != n_past:
+                self.depths_seen.append(n_past)
+            self.clock.now += SHAPE[n] * (1 + DEEPER[n] * n_past) * self.factor(self.sweep)
+        self.held += n
+
+    def remove_from(self, position):
+        self.held = min(self.held, position)
+
+
+DEPTHS = (64, 300, 250)  # (given in any order)
+DEEPER = {n: 0.0002 * n for n in SHAPE}  # a batch's cost grows with depth, more so the longer
+
+
+def test_costs_at_several_depths_are_measured_each_against_its_own_one_token_pass(monkeypatch):
+    # Long batches cost more after a long context than after the calibration's 64 tokens
+    # (48 tokens 20.0x one token at 64, 21.5x at 800, on the AVX2 Zen 3): each depth's
+    # sizes read against that depth's one-token pass, the sizes and the depths in the
+    # opposite order every other sweep, the context grown or cut to each depth in turn.
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(calibration, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    decoder = _DepthDecoder(clock, lambda sweep: 1.4 if sweep == 1 else 1.0)
+    lines = []
+
+    def progress(line):
+        lines.append(line)
+        decoder.sweep += 1
+
+    times = calibration.measure_at_depths(
+        decoder, [5, 6, 7], [9, 1, 2, 5], DEPTHS, passes=3, progress=progress
+    )
+    assert sorted(times) == [64, 250, 300]
+    for depth, by_size in times.items():
+        assert sorted(by_size) == [1, 2, 5, 9] and all(len(t) == 3 for t in by_size.values())
+        cost = {n: SHAPE[n] * (1 + DEEPER[n] * depth) for n in by_size}
+        assert calibration.ratios_of(by_size) == pytest.approx(
+            {n: cost[n] / cost[1] for n in by_size}
+        )
+    # (up, down, up: each sweep starts at the depth the last one ended at)
+    assert decoder.depths_seen == [64, 250, 300, 250, 64, 250, 300]
+    assert decoder.held == 0  # the cache is left empty
+    assert lines[1].startswith("sweep 2/3 over batch sizes 1-9 at 64, 250, 300 tokens")
+    with pytest.raises(ValueError, match="must include 1"):
+        calibration.measure_at_depths(decoder, [5], [2, 3], [64])
+    with pytest.raises(ValueError, match="passes >= 1"):
+        calibration.measure_at_depths(decoder, [5], [1, 2], [64], passes=0)

@@ -104,6 +104,12 @@ SUITES = {
         "the cost model's draft lengths replayed against the draft-length oracle's, on the "
         "recorded chats and edits and the repository's batch curves",
     ),
+    "batch-depth": (
+        ["bench_batch_depth.py", "-s"],
+        5.0,
+        "the batch curve after the calibration's 64 tokens of context and after 256-1024, "
+        "and how far it drifts from sweep to sweep",
+    ),
     "tree-outlook": (
         ["bench_tree_outlook.py"],
         4.0,

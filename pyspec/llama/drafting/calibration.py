@@ -54,39 +54,90 @@ def measure_shape(
     progress: Optional[Callable[[str], None]] = None,
 ) -> dict:
     """n -> cost(n) / cost(1) for n in 2..max_size, measured with ``decoder`` (a
-    ``BatchDecoder`` on the target's context, whose cache this empties). ``tokens``: any
-    text's tokens (repeated to fill the context and the batches); ``progress`` is called
-    with one line per sweep."""
-    if max_size < 2 or passes < 1 or not tokens:
-        raise ValueError("measure_shape needs max_size >= 2, passes >= 1 and some tokens")
-    need = CONTEXT_TOKENS + max_size
+    ``BatchDecoder`` on the target's context, whose cache this empties) after
+    CONTEXT_TOKENS of context. ``tokens``: any text's tokens (repeated to fill the context
+    and the batches); ``progress`` is called with one line per sweep."""
+    if max_size < 2:
+        raise ValueError(f"measure_shape needs max_size >= 2, got {max_size}")
+    sizes = range(1, max_size + 1)
+    times = measure_at_depths(
+        decoder, tokens, sizes, [CONTEXT_TOKENS], passes=passes, progress=progress
+    )
+    return {n: r for n, r in ratios_of(times[CONTEXT_TOKENS]).items() if n >= 2}
+
+
+def ratios_of(times: dict) -> dict:
+    """n -> median(seconds of n) / median(seconds of 1), from one depth's passes (size 1
+    must be among them): what a round of each size typically costs against one token."""
+    one = statistics.median(times[1])
+    return {n: statistics.median(seconds) / one for n, seconds in times.items()}
+
+
+def measure_at_depths(
+    decoder,
+    tokens: list,
+    sizes,
+    depths,
+    *,
+    passes: int = PASSES,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
+    """depth -> n -> the seconds of each pass of a batch of n decoded after ``depth``
+    tokens of context (every row kept, as a verify pass keeps them), for every size in
+    ``sizes`` (1 among them, the one-token pass the others are read against) and depth in
+    ``depths``. Each sweep measures every size at every depth, the sizes in the opposite
+    order every other sweep and the depths likewise, so that a load that rises or falls
+    during the measurement weighs on every size and depth alike: on a shared 2-core VM a
+    batch of 48 measured 17-25x one token within a quarter of an hour (docs/drafting.md),
+    so sizes or depths measured one after the other would compare moments, not costs.
+    The context grows or is cut to each depth in turn (only the difference is decoded);
+    the cache is empty at the end."""
+    sizes, depths = sorted(set(sizes)), sorted(set(depths))
+    if passes < 1 or not tokens or not sizes or sizes[0] < 1 or not depths or depths[0] < 1:
+        raise ValueError(
+            "measure_at_depths needs passes >= 1, some tokens, and sizes and depths of 1 or more"
+        )
+    if 1 not in sizes:
+        raise ValueError("the sizes must include 1, the pass the others are read against")
+    need = depths[-1] + sizes[-1]
     text = (list(tokens) * (need // len(tokens) + 1))[:need]
-    context, batch = text[:CONTEXT_TOKENS], text[CONTEXT_TOKENS:]
-    passes_of: dict = {n: [] for n in range(1, max_size + 1)}
+    times: dict = {d: {n: [] for n in sizes} for d in depths}
+    held = 0  # tokens of context the cache holds
+
+    def hold(depth: int) -> None:
+        nonlocal held
+        if held > depth:
+            decoder.remove_from(depth)
+        for start in range(held if held < depth else depth, depth, decoder.capacity):
+            decoder.decode(text[start : min(start + decoder.capacity, depth)], start, 1)
+        held = depth
+
     decoder.remove_from(0)
-    for start in range(0, len(context), decoder.capacity):  # n_batch may be below 64
-        chunk = context[start : start + decoder.capacity]
-        decoder.decode(chunk, start, 1)
     try:
         for sweep in range(passes):
             start = time.perf_counter()
-            # Sizes in a different order each sweep: a load that rises during one sweep
-            # weighs on other sizes in the next.
-            sizes = list(range(1, max_size + 1))
-            for n in sizes if sweep % 2 == 0 else reversed(sizes):
-                t0 = time.perf_counter()
-                decoder.decode(batch[:n], CONTEXT_TOKENS, n)  # a verify pass keeps every row
-                passes_of[n].append(time.perf_counter() - t0)
-                decoder.remove_from(CONTEXT_TOKENS)
+            forward = sweep % 2 == 0
+            for depth in depths if forward else reversed(depths):
+                hold(depth)
+                batch = text[depth:]
+                for n in sizes if forward else reversed(sizes):
+                    t0 = time.perf_counter()
+                    decoder.decode(batch[:n], depth, n)  # a verify pass keeps every row
+                    times[depth][n].append(time.perf_counter() - t0)
+                    decoder.remove_from(depth)
             if progress is not None:
+                at = (
+                    f" at {', '.join(map(str, depths))} tokens of context"
+                    if len(depths) > 1
+                    else ""
+                )
                 progress(
-                    f"sweep {sweep + 1}/{passes} over batch sizes 1-{max_size}: "
+                    f"sweep {sweep + 1}/{passes} over batch sizes {sizes[0]}-{sizes[-1]}{at}: "
                     f"{time.perf_counter() - start:.1f} s"
                 )
     finally:
         decoder.remove_from(0)
-    one = statistics.median(passes_of[1])
-    return {n: statistics.median(times) / one for n, times in passes_of.items() if n >= 2}
+    return times
 
 
 # ``pyspec generate`` and ``pyspec serve`` call this after loading: when the cost cache has
