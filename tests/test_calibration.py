@@ -212,7 +212,7 @@ class _DepthDecoder:
 
     def __init__(self, clock, factor):
         self.clock, self.factor = clock, factor
-        self.held, self.sweep, self.depths_seen = 0, 0, []
+        self.held, self.sweep, self.depths_seen, self.passes_seen = 0, 0, [], []
 
     def decode(self, tokens, n_past, n_outputs):
         assert n_past == self.held, "decoded at a position the cache does not continue"
@@ -221,6 +221,7 @@ class _DepthDecoder:
         if n_outputs == n and n_past in DEPTHS:  # a measured pass (context keeps one row)
             if not self.depths_seen or self.depths_seen[-1] != n_past:
                 self.depths_seen.append(n_past)
+            self.passes_seen.append((n_past, n))
             self.clock.now += SHAPE[n] * (1 + DEEPER[n] * n_past) * self.factor(self.sweep)
         self.held += n
 
@@ -258,9 +259,18 @@ def test_costs_at_several_depths_are_measured_each_against_its_own_one_token_pas
         )
     # (up, down, up: each sweep starts at the depth the last one ended at)
     assert decoder.depths_seen == [64, 250, 300, 250, 64, 250, 300]
+    up, down = [1, 2, 5, 9], [9, 5, 2, 1]  # the sizes turn with the depths
+    assert decoder.passes_seen == (
+        [(d, n) for d in (64, 250, 300) for n in up]
+        + [(d, n) for d in (300, 250, 64) for n in down]
+        + [(d, n) for d in (64, 250, 300) for n in up]
+    )
     assert decoder.held == 0  # the cache is left empty
     assert lines[1].startswith("sweep 2/3 over batch sizes 1-9 at 64, 250, 300 tokens")
     with pytest.raises(ValueError, match="must include 1"):
         calibration.measure_at_depths(decoder, [5], [2, 3], [64])
     with pytest.raises(ValueError, match="passes >= 1"):
         calibration.measure_at_depths(decoder, [5], [1, 2], [64], passes=0)
+    with pytest.raises(ValueError, match="more than the decoder's 100"):
+        calibration.measure_at_depths(decoder, [5], [1, 101], [64])
+    assert decoder.passes_seen[-1] == (300, 9)  # (the refused calls measured nothing)

@@ -91,7 +91,8 @@ def measure_at_depths(
     batch of 48 measured 17-25x one token within a quarter of an hour (docs/drafting.md),
     so sizes or depths measured one after the other would compare moments, not costs.
     The context grows or is cut to each depth in turn (only the difference is decoded);
-    the cache is empty at the end."""
+    the cache is empty at the end. The caller keeps the deepest depth plus the largest
+    size within the context (llama.cpp refuses a decode past it mid-sweep)."""
     sizes, depths = sorted(set(sizes)), sorted(set(depths))
     if passes < 1 or not tokens or not sizes or sizes[0] < 1 or not depths or depths[0] < 1:
         raise ValueError(
@@ -99,6 +100,10 @@ def measure_at_depths(
         )
     if 1 not in sizes:
         raise ValueError("the sizes must include 1, the pass the others are read against")
+    if sizes[-1] > decoder.capacity:  # (checked before any pass, not after the first sweeps)
+        raise ValueError(
+            f"a batch of {sizes[-1]} tokens is more than the decoder's {decoder.capacity}"
+        )
     need = depths[-1] + sizes[-1]
     text = (list(tokens) * (need // len(tokens) + 1))[:need]
     times: dict = {d: {n: [] for n in sizes} for d in depths}
