@@ -980,6 +980,37 @@ def test_run(run: Run) -> list:
     ]
 
 
+# --- the batch curve at several context depths (bench_batch_depth.py) ------------------------
+def batch_depth_table(run: Run) -> list:
+    e = run.one("bench_batch_depth")["extra_info"]
+    depths = e["depths"]
+    first = next(iter(depths.values()))
+    sizes = list(first["ratios_by_batch_size"])
+    widest = sizes[-1]
+    lines = [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B, {e['threads']} threads, flash attention on; a verify pass of each "
+        f"batch size after each depth of context, {e['passes']} sweeps (sizes and depths in the "
+        "opposite order every other sweep), the median pass over the median one-token pass at "
+        f"the same depth; the last column, how far the {widest}-token ratio moved from sweep to "
+        "sweep (each pass against its own sweep's one-token pass):",
+        "",
+        "| context (tokens) | one token (ms) | "
+        + " | ".join(f"{n} tokens" for n in sizes)
+        + f" | {widest} tokens, per sweep |",
+        "|---|---|" + "---|" * len(sizes) + "---|",
+    ]
+    for depth, row in depths.items():
+        low, high = row["sweep_ratio_range"][widest]
+        lines.append(
+            f"| {depth} | {row['one_token_ms']:.1f} | "
+            + " | ".join(f"{row['ratios_by_batch_size'][n]:.2f}x" for n in sizes)
+            + f" | {low:.1f}-{high:.1f}x |"
+        )
+    return lines
+
+
 SECTIONS = {
     "verify-table": (("verify-all", "verify"), verify_table),
     "server-table": (("server",), server_table),
@@ -996,7 +1027,11 @@ SECTIONS = {
     "draftless-table": (("draftless",), draftless_table),
     # The same suite on another CPU, kept beside the README's (docs/drafting.md).
     "draftless-table-zen3": (("draftless-family25-model1",), draftless_table),
+    "draftless-table-family6-model167": (("draftless-family6-model167",), draftless_table),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
+    # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
+    "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),
+    "batch-depth-table": (("batch-depth",), batch_depth_table),
 }
