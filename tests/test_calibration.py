@@ -212,15 +212,19 @@ class _DepthDecoder:
 
     def __init__(self, clock, factor):
         self.clock, self.factor = clock, factor
-        self.held, self.sweep, self.depths_seen, self.passes_seen = 0, 0, [], []
+        self.held, self.sweep, self.passes_seen = 0, 0, []
+
+    @property
+    def depths_seen(self):
+        """The depths of the measured passes, each run of one depth once."""
+        depths = [d for d, _ in self.passes_seen]
+        return [d for i, d in enumerate(depths) if i == 0 or depths[i - 1] != d]
 
     def decode(self, tokens, n_past, n_outputs):
         assert n_past == self.held, "decoded at a position the cache does not continue"
         n = len(tokens)
         assert 1 <= n <= self.capacity
         if n_outputs == n and n_past in DEPTHS:  # a measured pass (context keeps one row)
-            if not self.depths_seen or self.depths_seen[-1] != n_past:
-                self.depths_seen.append(n_past)
             self.passes_seen.append((n_past, n))
             self.clock.now += SHAPE[n] * (1 + DEEPER[n] * n_past) * self.factor(self.sweep)
         self.held += n

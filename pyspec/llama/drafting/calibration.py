@@ -113,9 +113,12 @@ def measure_at_depths(
         nonlocal held
         if held > depth:
             decoder.remove_from(depth)
-        for start in range(held if held < depth else depth, depth, decoder.capacity):
+            held = depth
+        for start in range(held, depth, decoder.capacity):  # n_batch may be below a depth
             decoder.decode(text[start : min(start + decoder.capacity, depth)], start, 1)
         held = depth
+
+    at = f" at {', '.join(map(str, depths))} tokens of context" if len(depths) > 1 else ""
 
     decoder.remove_from(0)
     try:
@@ -131,11 +134,6 @@ def measure_at_depths(
                     times[depth][n].append(time.perf_counter() - t0)
                     decoder.remove_from(depth)
             if progress is not None:
-                at = (
-                    f" at {', '.join(map(str, depths))} tokens of context"
-                    if len(depths) > 1
-                    else ""
-                )
                 progress(
                     f"sweep {sweep + 1}/{passes} over batch sizes {sizes[0]}-{sizes[-1]}{at}: "
                     f"{time.perf_counter() - start:.1f} s"
