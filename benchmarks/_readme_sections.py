@@ -1033,5 +1033,6 @@ SECTIONS = {
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),
+    "plain-stretch-family6-model167": (("plain-stretch-family6-model167",), plain_stretch),
     "batch-depth-table": (("batch-depth",), batch_depth_table),
 }

@@ -236,6 +236,25 @@ def test_the_cache_keeps_whether_a_shape_was_calibrated(tmp_path):
     assert cost_cache.load_shape(tmp_path / "none.json") == (None, False)
 
 
+def test_live_passes_correct_a_calibrated_shape_here_but_are_not_saved_over_it():
+    # A busy moment makes 17 tokens cost 12x one token where the calibration measured 9.2x
+    # (within 2x: the calibration stands). This process believes its own passes; the cost
+    # cache keeps the calibration, not a 17 dearer than every neighbour a sweep measured.
+    calibrated, learned = BatchCosts(max_n=17), BatchCosts(max_n=17)
+    calibrated.use_prior(SAWTOOTH, calibrated=True)
+    learned.use_prior(SAWTOOTH)  # the same shape, from an earlier process's live passes
+    for costs in (calibrated, learned):
+        for _ in range(WINDOW):
+            costs.observe(1, 0.04)
+            costs.observe(17, 0.04 * 12.0)
+    assert calibrated.calibrated and calibrated.prior_shape() == pytest.approx(SAWTOOTH)
+    assert calibrated.predict(17) / calibrated.predict(1) > 11.0
+    assert calibrated.shape_to_save() == {}
+    # A prior that was not calibrated is what live passes built: they go on building it.
+    saved = learned.shape_to_save()
+    assert saved[17] == pytest.approx(12.0) and saved[16] == pytest.approx(SAWTOOTH[16])
+
+
 def test_a_shape_calibrated_by_the_fastest_pass_is_measured_again(tmp_path):
     # Until session 24 a calibration kept each size's fastest pass, which believed the
     # luckiest sizes cheap: such a file is a prior like any other, not a calibrated shape,

@@ -11,7 +11,8 @@ an AMX build batches far more cheaply).
 A cache cannot poison later runs: a file is validated on load (``costs.validate_ratios``:
 finite, plausible, no steep dips; a corrupt or implausible file is ignored with one warning), it
 is only a prior that live passes override, and it is dropped when the first live passes of a
-size disagree with it by more than 2x. Only sizes with several live passes are written.
+size disagree with it by more than 2x. Only sizes with several live passes are written, and
+none over a calibrated shape (``BatchCosts.shape_to_save``).
 A file may also hold a shape measured at every size (``calibration.py``; ``calibrated`` in
 the file, with the statistic it kept per size), whose dips between sizes the cost model then
 believes.
