@@ -220,6 +220,7 @@ def test_a_calibrated_shape_is_dropped_with_its_dips_when_live_passes_contradict
     for _ in range(3):
         costs.observe(16, 0.04 * 7.3 * 3)  # 3x what the calibration said
     assert not costs.calibrated and costs.prior_source.startswith("default")
+    assert not costs.has_prior and BatchCosts().has_prior is False
 
 
 def test_the_cache_keeps_whether_a_shape_was_calibrated(tmp_path):
@@ -248,6 +249,7 @@ def test_live_passes_correct_a_calibrated_shape_here_but_are_not_saved_over_it()
             costs.observe(1, 0.04)
             costs.observe(17, 0.04 * 12.0)
     assert calibrated.calibrated and calibrated.prior_shape() == pytest.approx(SAWTOOTH)
+    assert calibrated.has_prior and learned.has_prior
     assert calibrated.predict(17) / calibrated.predict(1) > 11.0
     assert calibrated.shape_to_save() == {}
     # A prior that was not calibrated is what live passes built: they go on building it.
@@ -292,6 +294,14 @@ def test_beyond_a_calibrated_shape_the_curve_is_monotone_again():
         '{"costs": {"1": 1.0, "17": 0.5}}',
         '{"ratios": {"two": 1.5}}',
         '{"ratios": [1, 2]}',
+        # Not numbers, though float() would make them ones: written by something else.
+        '{"ratios": {"2": "1.7", "9": 4.9}}',
+        '{"ratios": {"2": true, "9": 4.9}}',
+        '{"ratios": {"2.5": 1.7}}',
+        '{"costs": {"1": "0.02", "9": 0.098}}',
+        '{"costs": {"1": 0.02, "9": null}}',
+        "[1.7, 4.9]",
+        '{"shape": {"2": 1.7}}',
     ],
 )
 def test_a_corrupt_or_implausible_cache_is_ignored_with_one_warning(tmp_path, caplog, text):

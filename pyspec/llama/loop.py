@@ -329,7 +329,8 @@ class Speculation:
                 f"the measured batch costs are implausible ({problem}); the machine was "
                 "probably busy: calibrate again when it is quiet"
             )
-        self.use_calibration(shape)
+        # (validated above, every size measured: use_calibration's checks would repeat it)
+        self.controller.use_cost_prior(shape, source="calibrated here", calibrated=True)
         save_ratios(self._cost_file, shape, calibrated=True)
         return shape
 

@@ -74,7 +74,7 @@ def draft_model_outlook(spec, target_path: str, draft_path: str) -> Outlook:
     speedup, k = predicted_speedup(costs.prior, ratio)
     shape = (
         "measured on this machine"
-        if costs.prior_shape()  # (from the cost cache, or calibrated in this process)
+        if costs.has_prior  # (from the cost cache, or calibrated in this process)
         else "not measured here yet: the default curve"
     )
     shown = k or 4  # with no gain at any length, the costs of a draft of 4 say why

@@ -26,12 +26,13 @@ import logging
 import math
 import os
 import platform
+from numbers import Real
 from pathlib import Path
 from typing import Optional
 
 from pyspec.cache import cache_dir
 from pyspec.errors import InvalidInputError
-from pyspec.llama.drafting.costs import every_size_from_2, validate_ratios
+from pyspec.llama.drafting.costs import every_size_from_2, ratios_from, validate_ratios
 
 # How calibration.py keeps a size's passes. A file calibrated by another statistic (until
 # session 24 the fastest pass, which believed the luckiest sizes cheap) is read as a plain
@@ -87,18 +88,24 @@ def _system_info(llama_cpp) -> str:
 
 
 def parse_ratios(text: str) -> dict:
-    """n -> cost(n) / cost(1) from a cache file's text (raises ValueError when unreadable)."""
-    try:
-        data = json.loads(text)
-        raw = data["ratios"] if "ratios" in data else data["costs"]
-        values = {int(n): float(v) for n, v in raw.items()}
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InvalidInputError(f"unexpected layout ({type(exc).__name__}: {exc})") from None
-    if "ratios" not in data:  # format 1: absolute seconds, size 1 included
-        one = values.pop(1, None)
-        if not one or not math.isfinite(one) or one <= 0:
+    """n -> cost(n) / cost(1) from a cache file's text (raises ValueError when unreadable).
+    Sizes and costs are read as strictly as ``use_calibration`` reads a shape
+    (``costs.ratios_from``): a cost written as a string or a boolean is a file that
+    something else wrote, not a number to convert."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or not ("ratios" in data or "costs" in data):
+        raise InvalidInputError("unexpected layout: no 'ratios' (nor format 1's 'costs')")
+    if "ratios" in data:
+        values, problem = ratios_from(data["ratios"])
+    else:  # format 1: absolute seconds, size 1 included
+        raw = data["costs"]
+        one = raw.get("1") if isinstance(raw, dict) else None
+        if isinstance(one, bool) or not isinstance(one, Real) or not 0 < one < math.inf:
             raise InvalidInputError("format-1 file without a valid one-token cost")
+        values, problem = ratios_from(raw)
         values = {n: v / one for n, v in values.items()}
+    if problem:
+        raise InvalidInputError(f"unexpected layout: {problem}")
     return values
 
 

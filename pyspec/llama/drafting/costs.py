@@ -170,6 +170,11 @@ class BatchCosts:
         """Whether the prior was measured at every size from 2 to n (``calibration.py``)."""
         return self.calibrated and max(self._prior_ratios or {0: 0}) >= n
 
+    @property
+    def has_prior(self) -> bool:
+        """Whether a shape measured on this machine is the prior (not the default curve)."""
+        return bool(self._prior_ratios)
+
     def prior_shape(self) -> dict:
         """The prior shape in use (n -> cost(n) / cost(1)); empty with the default curve."""
         return dict(self._prior_ratios or {})
