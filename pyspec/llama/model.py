@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import secrets
 import types
 
@@ -30,11 +31,14 @@ from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import context_outputs_per_seq
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
+from pyspec.llama.huge_pages import into_huge_pages
 from pyspec.llama.loop import Speculation
 from pyspec.llama.options import SpeculationOptions, check_llama_threads
 from pyspec.llama.request import CompletionOptions, asking, current_options
 from pyspec.llama.runtime.guard import check_llama_build
 from pyspec.llama.sampling_args import fallback_reason, sampling_params_for
+
+log = logging.getLogger("pyspec")
 
 # llama-cpp-python's own defaults for generate's and create_completion's keyword arguments,
 # read from their signatures, never copied: they follow the installed version.
@@ -298,7 +302,10 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
     gives the same distribution. ``memory``: prompt lookup also searches the prompts and
     outputs of this object's earlier requests (True: up to 65,536 tokens, oldest out; an
     int: that many; False: off); only with adaptive lengths and not reproducible, whose
-    promises a memory would break. Other keyword arguments go to ``llama_cpp.Llama``.
+    promises a memory would break. ``huge_pages``: move the weights llama.cpp loaded into
+    2 MB pages (Linux; ``huge_pages.py``; ``.huge_pages`` reports what was done, or why
+    not); False, or ``PYSPEC_HUGE_PAGES=off``, leaves them as llama.cpp allocated them.
+    Other keyword arguments go to ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
 
@@ -314,6 +321,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         sampling: str = "auto",
         reproducible: bool = False,
         memory=True,
+        huge_pages: bool = True,
         **llama_kwargs,
     ):
         self.speculation = None
@@ -330,7 +338,9 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
         with context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
-            super().__init__(model_path, **llama_kwargs)
+            with into_huge_pages(huge_pages) as self.huge_pages:
+                super().__init__(model_path, **llama_kwargs)
+        log.info("pyspec: %s", self.huge_pages.describe())
         _enable(self, draft, options)
 
     def close(self):

@@ -26,6 +26,7 @@ from llama_cpp.server.model import LlamaProxy
 
 from pyspec.llama import enable_speculation
 from pyspec.llama.drafting.calibration import calibrate_once
+from pyspec.llama.huge_pages import into_huge_pages
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
@@ -74,7 +75,10 @@ class SpeculativeLlamaProxy(LlamaProxy):
 
     @staticmethod
     def load_llama_from_model_settings(settings) -> llama_cpp.Llama:
-        llama = LlamaProxy.load_llama_from_model_settings(settings)
+        with into_huge_pages() as pages:  # (PYSPEC_HUGE_PAGES=off leaves them)
+            llama = LlamaProxy.load_llama_from_model_settings(settings)
+        llama.huge_pages = pages
+        print(f"pyspec: {pages.describe()}", flush=True)
         none = settings.draft == "none"
         try:
             enable_speculation(

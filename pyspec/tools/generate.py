@@ -350,6 +350,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
 
         try:
             llm = build("lookup" if isinstance(draft, AutoDraft) else draft)
+            print(f"pyspec: {llm.huge_pages.describe()}", file=sys.stderr, flush=True)
             if not args.no_calibrate:  # first: the drafter's choice reads the calibrated curve
                 from pyspec.llama.drafting.calibration import calibrate_once
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
+from pyspec.llama.huge_pages import HugePages, into_huge_pages
 from pyspec.llama.prefix_reuse import PrefixReuse
 from pyspec.params import SamplingParams
 from pyspec.request import LogitsPointer, SparseDraftProbs
@@ -52,6 +53,7 @@ class DraftModel(Drafter):
         n_threads: Optional[int] = None,
         n_batch: int = 512,
         verbose: bool = False,
+        huge_pages: bool = True,
     ):
         import llama_cpp
 
@@ -60,6 +62,7 @@ class DraftModel(Drafter):
         if isinstance(model, llama_cpp.Llama):
             self.llama = model
             self._owned = False
+            self.huge_pages = HugePages(why_not="loaded by the caller, not by pyspec")
         else:
             kwargs = dict(
                 model_path=str(model),
@@ -70,7 +73,9 @@ class DraftModel(Drafter):
             )
             if n_threads:
                 kwargs["n_threads"] = n_threads
-            self.llama = llama_cpp.Llama(**kwargs)
+            # Its weights in 2 MB pages too: the draft model decodes once per drafted token.
+            with into_huge_pages(huge_pages) as self.huge_pages:
+                self.llama = llama_cpp.Llama(**kwargs)
             self._owned = True
         from pyspec.llama.batch_decoder import BatchDecoder
 

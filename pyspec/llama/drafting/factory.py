@@ -41,6 +41,8 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
             p_min=draft_p_min,
             n_ctx=target.n_ctx(),
             n_threads=target.context_params.n_threads,
+            # as the target's weights were (SpeculativeLlama's huge_pages; on by default)
+            huge_pages=getattr(getattr(target, "huge_pages", None), "asked", True),
         )
     elif isinstance(draft, llama_cpp.Llama):
         drafter = DraftModel(draft, p_min=draft_p_min)
