@@ -1028,11 +1028,20 @@ SECTIONS = {
     # The same suite on another CPU, kept beside the README's (docs/drafting.md).
     "draftless-table-zen3": (("draftless-family25-model1",), draftless_table),
     "draftless-table-family6-model167": (("draftless-family6-model167",), draftless_table),
+    "draftless-table-family6-model167-huge-pages": (
+        ("draftless-family6-model167-huge-pages",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),
     "plain-stretch-family6-model167": (("plain-stretch-family6-model167",), plain_stretch),
+    # The same after the weights went into 2 MB pages (pyspec/llama/huge_pages.py).
+    "plain-stretch-family6-model167-huge-pages": (
+        ("plain-stretch-family6-model167-huge-pages",),
+        plain_stretch,
+    ),
     "batch-depth-table": (("batch-depth",), batch_depth_table),
 }
