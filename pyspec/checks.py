@@ -217,7 +217,8 @@ def dense_draft_rows(view: ArrayView, n_draft: int, n_vocab: int) -> int:
             f"{n_vocab}], got {tuple(view.shape)}",
             Status.SHAPE,
         )
-    if n_vocab > 1 and view.strides[1] != 1:
+    # Nothing is read from an empty [0, n_vocab] array, and NumPy 2 gives one zero strides.
+    if n_draft > 0 and n_vocab > 1 and view.strides[1] != 1:
         raise InvalidInputError(
             f"draft_probs rows must be contiguous float32 (strides {view.strides} elements)",
             Status.SHAPE,

@@ -439,7 +439,8 @@ def _draft_modes(rng, logits, k, V, mode):
     if mode == "dense":
         return draft, q, to_device(q)
     m = 16
-    toks = np.stack([rng.choice(V, size=m, replace=False) for _ in range(k)]).astype(np.int32)
+    picks = [rng.choice(V, size=m, replace=False) for _ in range(k)]
+    toks = np.array(picks, np.int32).reshape(k, m)  # [0, m] when k = 0
     toks[:, 0] = draft
     vals = rng.dirichlet(np.ones(m), size=k).astype(np.float32)
     return draft, SparseDraftProbs(toks, vals), SparseDraftProbs(to_device(toks), to_device(vals))

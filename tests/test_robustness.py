@@ -149,6 +149,17 @@ def test_dense_draft_rows_must_sum_to_one(rng, total):
         pyspec.verify_from_pointer(logits.ctypes.data, V, [1, 2], bad, SAMPLED)
 
 
+@pytest.mark.parametrize("make", [np.zeros, np.empty])
+def test_no_drafts_with_an_empty_dense_draft_array(rng, make):
+    # NumPy 2 gives a [0, V] array zero strides; with no row to read they are fine.
+    V = 300
+    logits = rng.normal(size=(1, V)).astype(np.float32)
+    q = make((0, V), np.float32)
+    got = pyspec.verify(logits, [], q, SAMPLED)
+    want = pyspec.verify(logits, [], None, SAMPLED)
+    assert got.tokens == want.tokens and got.n_accepted == 0
+
+
 @pytest.mark.parametrize("total", [10.0, 0.1])
 def test_sparse_draft_rows_must_sum_to_one(rng, total):
     V = 500

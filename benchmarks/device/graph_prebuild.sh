@@ -14,8 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 # Read from the source, not imported: the checkout's pyspec has no compiled library.
-VERSION=$(sed -n 's/^LLAMA_CPP_PYTHON_VERSION = "\(.*\)".*/\1/p' pyspec/tools/install_llama.py)
-[ -n "$VERSION" ] || { echo "no LLAMA_CPP_PYTHON_VERSION in pyspec/tools/install_llama.py" >&2; exit 2; }
+VERSION=$(sed -n 's/^LLAMA_CPP_PYTHON_VERSION = "\(.*\)".*/\1/p' pyspec/llama/runtime/build_info.py)
+[ -n "$VERSION" ] || { echo "no LLAMA_CPP_PYTHON_VERSION in pyspec/llama/runtime/build_info.py" >&2; exit 2; }
 G=build/device-graph
 rm -rf "$G" && mkdir -p "$G/site" "$G/wheels"
 TMP=$(mktemp -d)

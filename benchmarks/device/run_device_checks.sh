@@ -107,14 +107,14 @@ cat "$OUT/bench.txt"
 
 step "tests/test_cuda.py (pytest)"
 if $PY -c "import numpy, cffi, pytest" 2>/dev/null; then
-  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" PYSPEC_EXPECT_CUDA=1 timeout "$(lim 150)" \
+  (cd tests && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYSPEC_LIBRARY="$LIB" PYSPEC_EXPECT_CUDA=1 timeout "$(lim 150)" \
      $PY ../benchmarks/device/_pytest_here.py -q -p no:cacheprovider -rs --maxfail=20 test_cuda.py \
      --junitxml="$OUT/pytest.xml" >"$OUT/pytest.txt" 2>&1)
   rc=$?
   tail -40 "$OUT/pytest.txt"
   note "pytest test_cuda.py: rc=$rc ($(tail -1 "$OUT/pytest.txt"))"
-  (cd tests && PYTHONPATH="$ROOT" PYSPEC_LIBRARY="$LIB" timeout "$(lim 40)" \
-     $PY ../benchmarks/device/_pytest_here.py -q -p no:cacheprovider test_bad_input.py test_transforms.py >"$OUT/pytest_cpu.txt" 2>&1)
+  (cd tests && PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYSPEC_LIBRARY="$LIB" timeout "$(lim 40)" \
+     $PY ../benchmarks/device/_pytest_here.py -q -p no:cacheprovider test_bad_input.py test_robustness.py test_rng.py test_draw_order.py >"$OUT/pytest_cpu.txt" 2>&1)
   note "pytest CPU subset with this build: rc=$? ($(tail -1 "$OUT/pytest_cpu.txt"))"
 else
   note "pytest: skipped (numpy, cffi or pytest missing)"
