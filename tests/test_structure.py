@@ -100,6 +100,7 @@ CORE_TOP = {
     "pyspec.cuda",
     "pyspec.suffix_index",
     "pyspec.cache",
+    "pyspec.switches",
 }
 LAYERS = ("core", "llama", "serve", "testing", "tools")
 

@@ -30,6 +30,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
+
+from pyspec.switches import switched_off
 
 MADV_HUGEPAGE = 14  # linux/mman.h
 MADV_COLLAPSE = 25  # linux/mman.h, since Linux 6.1
@@ -40,7 +43,7 @@ THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 def enabled_by_env() -> bool:
     """False when ``PYSPEC_HUGE_PAGES`` is off (0, off, no, false)."""
-    return os.environ.get("PYSPEC_HUGE_PAGES", "").lower() not in ("0", "off", "no", "false")
+    return not switched_off("PYSPEC_HUGE_PAGES")
 
 
 @dataclass
@@ -142,10 +145,10 @@ def _thp_mode() -> str:
     return text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
 
 
-def collapse(intervals: list) -> HugePages:
+def collapse(intervals: list, report: Optional[HugePages] = None) -> HugePages:
     """Moves the nearly full regions of at least MIN_REGION among ``intervals`` into huge
-    pages (their 2 MB-aligned parts)."""
-    report = HugePages()
+    pages (their 2 MB-aligned parts); fills and returns ``report`` (a new one by default)."""
+    report = HugePages() if report is None else report
     if _thp_mode() == "never":
         report.why_not = f"transparent huge pages are off on this machine ({THP_SETTING}: never)"
         return report
@@ -194,6 +197,4 @@ def into_huge_pages(enabled: bool = True):
         return
     before = anonymous_regions()
     yield report
-    done = collapse(new_intervals(before, anonymous_regions()))
-    report.bytes, report.regions = done.bytes, done.regions
-    report.seconds, report.why_not = done.seconds, done.why_not
+    collapse(new_intervals(before, anonymous_regions()), report)

@@ -33,6 +33,7 @@ from typing import Optional
 from pyspec.cache import cache_dir
 from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.costs import every_size_from_2, ratios_from, validate_ratios
+from pyspec.switches import switched_off
 
 # How calibration.py keeps a size's passes. A file calibrated by another statistic (until
 # session 24 the fastest pass, which believed the luckiest sizes cheap) is read as a plain
@@ -44,7 +45,7 @@ FORMAT = 2  # 1: absolute seconds per size (sessions before the online cost mode
 
 
 def cache_enabled() -> bool:
-    return os.environ.get("PYSPEC_COST_CACHE", "").lower() not in ("0", "off", "no", "false")
+    return not switched_off("PYSPEC_COST_CACHE")
 
 
 def _model_key(llama) -> Optional[dict]:

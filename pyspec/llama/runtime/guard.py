@@ -14,8 +14,6 @@ its ggml CPU library carries the fix's marker (``llama_amx_fix.fix_version_in``)
 
 from __future__ import annotations
 
-import os
-
 from pyspec.errors import LlamaNotInstalledError, UnsafeLlamaBuildError
 from pyspec.llama.runtime.build_info import (
     LLAMA_ISSUE,
@@ -23,6 +21,7 @@ from pyspec.llama.runtime.build_info import (
     cpu_flags,
     installed_amx_fix,
 )
+from pyspec.switches import switched_on
 
 ALLOW_ENV = "PYSPEC_ALLOW_AMX"
 
@@ -69,7 +68,7 @@ def system_info() -> str:
 
 def check_llama_build() -> None:
     """Raises UnsafeLlamaBuildError when loading a model would crash (see the module doc)."""
-    if os.environ.get(ALLOW_ENV, "").strip() in ("1", "yes", "true"):
+    if switched_on(ALLOW_ENV):
         return
     reason = amx_crash_reason(system_info(), cpu_flags())
     # The fix's record is looked up (it hashes the cached wheels) only for an AMX build.
