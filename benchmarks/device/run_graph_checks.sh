@@ -3,7 +3,8 @@
 # what benchmarks/device/graph_prebuild.sh carried in build/device-graph:
 #   1. llama.cpp's libllama + libggml with the CUDA back end (sm_90; GGML_CUDA=OFF makes
 #      the same build for the CPU, to try the script anywhere), into the carried
-#      llama_cpp package's lib/ and include/
+#      llama_cpp package's lib/ and include/; or the carried lib-cuda.tar.xz, the same
+#      build made ahead by graph_prebuild.sh --cuda-libs
 #   2. libpyspec without CUDA (the in-graph path needs none of pyspec's own kernels)
 #   3. benchmarks/device/graph_checks.py on the tiny model with every layer on the GPU:
 #      graph against host on the same decodes (tokens, logprobs, no rows copied), a
@@ -23,7 +24,7 @@ PY=${PYTHON:-python3}
 CUDA=${GGML_CUDA:-ON}
 JOBS=$(nproc)
 
-if [ ! -f "$G/VERSION" ] || [ ! -d "$G/llama.cpp" ] || [ ! -f "$G/tiny.gguf" ]; then
+if [ ! -f "$G/VERSION" ] || [ ! -d "$G/include" ] || [ ! -f "$G/tiny.gguf" ]; then
   note "build/device-graph is missing or incomplete: run benchmarks/device/graph_prebuild.sh and carry it"
   exit 2
 fi
@@ -48,21 +49,31 @@ rm -rf "$R/site" && cp -r "$G/site" "$R/site"
 export PYTHONPATH="$ROOT:$R/site:$R/deps${PYTHONPATH:+:$PYTHONPATH}"
 
 step "llama.cpp $(cat "$G/VERSION")'s libraries (GGML_CUDA=$CUDA)"
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$R/build-cuda-$CUDA' $GEN -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DGGML_CUDA=$CUDA -DCMAKE_CUDA_ARCHITECTURES=90-real \
-    -DGGML_CUDA_FA_ALL_QUANTS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_CURL=OFF \
-  && cmake --build '$R/build-cuda-$CUDA' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
-rc=$?
-note "llama.cpp build: rc=$rc ($(tail -1 "$OUT/build.log"))"
-[ $rc -eq 0 ] || exit 1
 mkdir -p "$R/site/llama_cpp/lib" "$R/site/include"
-find "$R/build-cuda-$CUDA" -name 'lib*.so*' -exec cp -P {} "$R/site/llama_cpp/lib/" \;
-cp "$G/llama.cpp/include/"*.h "$G/llama.cpp/ggml/include/"*.h "$R/site/include/"
+if [ "$CUDA" = ON ] && [ -f "$G/lib-cuda.tar.xz" ]; then
+  # Built ahead by graph_prebuild.sh --cuda-libs with the same flags: minutes of device time
+  # saved. cuBLAS and the driver come from this machine, found by their sonames.
+  tar -xJf "$G/lib-cuda.tar.xz" -C "$R/site/llama_cpp/lib"
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $($PY -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+    [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  note "llama.cpp: the carried lib-cuda.tar.xz ($(cat "$G/lib-cuda.txt" 2>/dev/null)); LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldd "$R/site/llama_cpp/lib/libggml-cuda.so" | grep -i "not found" && note "llama.cpp: libraries missing (above)"
+else
+  . benchmarks/device/_llama_flags.sh
+  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+  timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$R/build-cuda-$CUDA' $GEN $(llama_flags "$CUDA") \
+    && cmake --build '$R/build-cuda-$CUDA' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
+  rc=$?
+  note "llama.cpp build: rc=$rc ($(tail -1 "$OUT/build.log"))"
+  [ $rc -eq 0 ] || exit 1
+  find "$R/build-cuda-$CUDA" -name 'lib*.so*' -exec cp -P {} "$R/site/llama_cpp/lib/" \;
+fi
+cp "$G/include/"*.h "$R/site/include/"
 
 step "libpyspec (CPU only)"
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 timeout "$(lim 120)" bash -c "cmake -S . -B '$R/pyspec' $GEN -DPYSPEC_CUDA=OFF -DPYSPEC_NATIVE=OFF \
   && cmake --build '$R/pyspec' -j $JOBS" >"$OUT/pyspec_build.log" 2>&1
 note "libpyspec build: rc=$? "
