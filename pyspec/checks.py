@@ -252,7 +252,8 @@ def sparse_draft_rows(tokens: ArrayView, probs: ArrayView, n_draft: int):
             f"draft_probs.tokens must be int32, got {tokens.dtype}", Status.DTYPE
         )
     m = tokens.shape[1]
-    if m > 1 and (tokens.strides[1] != 1 or probs.strides[1] != 1):
+    # As for dense rows: no row is read when n_draft = 0, whatever strides NumPy gave them.
+    if n_draft > 0 and m > 1 and (tokens.strides[1] != 1 or probs.strides[1] != 1):
         raise InvalidInputError(
             "sparse draft_probs rows must be contiguous, got strides "
             f"{tokens.strides} and {probs.strides}",

@@ -160,6 +160,17 @@ def test_no_drafts_with_an_empty_dense_draft_array(rng, make):
     assert got.tokens == want.tokens and got.n_accepted == 0
 
 
+def test_no_drafts_with_empty_sparse_draft_arrays(rng):
+    # [0, m] arrays: NumPy 2 gives them zero strides (PyTorch gives ordinary ones). No row
+    # is read, so no stride is wrong.
+    V = 300
+    logits = rng.normal(size=(1, V)).astype(np.float32)
+    tokens = np.zeros((0, 16), np.int32)
+    probs = rng.dirichlet(np.ones(16), size=0).astype(np.float32)
+    got = pyspec.verify(logits, [], SparseDraftProbs(tokens, probs), SAMPLED)
+    assert got.tokens == pyspec.verify(logits, [], None, SAMPLED).tokens
+
+
 @pytest.mark.parametrize("total", [10.0, 0.1])
 def test_sparse_draft_rows_must_sum_to_one(rng, total):
     V = 500

@@ -14,12 +14,16 @@
 
 #include "cuda_internal.h"
 
+/* A 16-bit logit as float (exact): binary16, or bf16 (the high half of a binary32). */
+static __device__ __forceinline__ float half_bits_float(uint16_t bits, int32_t dtype) {
+    if (dtype == PYSPEC_F16) return __half2float(__ushort_as_half(bits));
+    return __uint_as_float((uint32_t)bits << 16);
+}
+
 /* Element i of a row, as float (exact for every dtype). */
 static __device__ __forceinline__ float load_logit(const void *row, int32_t dtype, int64_t i) {
     if (dtype == PYSPEC_F32) return ((const float *)row)[i];
-    if (dtype == PYSPEC_F16) return __half2float(((const __half *)row)[i]);
-    uint32_t bits = (uint32_t)((const uint16_t *)row)[i] << 16; /* bf16: the high half of an f32 */
-    return __uint_as_float(bits);
+    return half_bits_float(((const uint16_t *)row)[i], dtype);
 }
 
 /* Order-preserving key: a > b (as floats, -0 == +0 after canonicalising) iff key(a) > key(b). */

@@ -47,6 +47,7 @@
 #include "../rules.h"
 
 #define NT PYSPEC_CUDA_THREADS
+#define LOADS_IN_FLIGHT 8
 typedef cub::BlockScan<unsigned long long, NT> BlockScanU64;
 
 /* One row with its penalties. */
@@ -74,6 +75,61 @@ struct Row {
         return l;
     }
     __device__ float at(int64_t t) const { return penalise(t, load_logit(data, dtype, t)); }
+
+    /* f(t, raw logit) for this thread's tokens t = threadIdx.x + j * blockDim.x, in that
+     * order, the loads issued LOADS_IN_FLIGHT at a time: a block alone on a multiprocessor
+     * (batch 1 has k + 1 blocks) waits out one load latency per batch of loads rather than
+     * per token. Each thread still sees its tokens in increasing order, so every per-thread
+     * sum (the float ones in raw_normaliser too) is what a plain strided loop gives. The
+     * dtype is decided once: a 16-bit value converted as it is loaded would make each load
+     * wait for the one before. */
+    template <typename F> __device__ __forceinline__ void each_raw(F f) const {
+        if (dtype == PYSPEC_F32) each_loaded<float>(f);
+        else each_loaded<uint16_t>(f);
+    }
+    __device__ __forceinline__ float as_float(float x) const { return x; }
+    __device__ __forceinline__ float as_float(uint16_t bits) const { return half_bits_float(bits, dtype); }
+    template <typename E, typename F> __device__ __forceinline__ void each_loaded(F f) const {
+        const E *p = (const E *)data;
+        const int64_t step = blockDim.x;
+        int64_t t = threadIdx.x;
+        for (; t + (LOADS_IN_FLIGHT - 1) * step < V; t += LOADS_IN_FLIGHT * step) {
+            E raw[LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int j = 0; j < LOADS_IN_FLIGHT; ++j) raw[j] = p[t + j * step];
+#pragma unroll
+            for (int j = 0; j < LOADS_IN_FLIGHT; ++j) f(t + j * step, as_float(raw[j]));
+        }
+        for (; t < V; t += step) f(t, as_float(p[t]));
+    }
+    /* f(t, penalised logit), likewise. */
+    template <typename F> __device__ __forceinline__ void each(F f) const {
+        each_raw([&](int64_t t, float raw) { f(t, penalise(t, raw)); });
+    }
+};
+
+/* A thread's histogram increments, merged while they hit the same bucket: most logits of a
+ * row share the top byte of their key, and 512 threads adding 1 to one shared counter
+ * serialise. Integer sums, so the counts and masses are exactly those of one add per token. */
+struct BucketRun {
+    int                c = -1;
+    uint32_t           n = 0;
+    unsigned long long mass = 0;
+    __device__ __forceinline__ void add(int bucket, uint64_t e, uint32_t *count,
+                                        unsigned long long *masses) {
+        if (bucket != c) {
+            flush(count, masses);
+            c = bucket;
+        }
+        ++n;
+        mass += e;
+    }
+    __device__ __forceinline__ void flush(uint32_t *count, unsigned long long *masses) {
+        if (n) atomicAdd(&count[c], n);
+        if (mass) atomicAdd(&masses[c], mass);
+        n = 0;
+        mass = 0;
+    }
 };
 
 /* A rank prefix: every candidate ranking at or before (key, id). */
@@ -124,12 +180,13 @@ static __device__ Cut select_kth(const Row &r, const Cut &in, int64_t k, Shared 
     for (int b = 24; b >= 0; b -= 8) {
         for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.count[c] = 0;
         __syncthreads();
-        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-            float l = r.at(t);
-            if (!(l > -INFINITY)) continue;
-            uint32_t key = float_key(l);
-            if ((key & mask) == prefix && in.keeps(key, t)) atomicAdd(&sh.count[(key >> b) & 255], 1u);
-        }
+        BucketRun run;
+        r.each([&](int64_t t, float l) {
+            if (!(l > -INFINITY)) return;
+            const uint32_t key = float_key(l);
+            if ((key & mask) == prefix && in.keeps(key, t)) run.add((key >> b) & 255, 0, sh.count, sh.mass);
+        });
+        run.flush(sh.count, sh.mass);
         __syncthreads();
         if (threadIdx.x == 0) {
             int c = 255;
@@ -194,16 +251,14 @@ static __device__ Cut select_nucleus(const Row &r, const Cut &in, float max_logi
     for (int b = 24; b >= 0; b -= 8) {
         for (int c = threadIdx.x; c < 256; c += blockDim.x) { sh.count[c] = 0; sh.mass[c] = 0; }
         __syncthreads();
-        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-            float l = r.at(t);
-            if (!(l > -INFINITY)) continue;
-            uint32_t key = float_key(l);
-            if ((key & mask) != prefix || !in.keeps(key, t)) continue;
-            int c = (key >> b) & 255;
-            atomicAdd(&sh.count[c], 1u);
-            uint64_t e = nucleus_mass(l, max_logit, shift);
-            if (e) atomicAdd(&sh.mass[c], (unsigned long long)e);
-        }
+        BucketRun run;
+        r.each([&](int64_t t, float l) {
+            if (!(l > -INFINITY)) return;
+            const uint32_t key = float_key(l);
+            if ((key & mask) != prefix || !in.keeps(key, t)) return;
+            run.add((key >> b) & 255, nucleus_mass(l, max_logit, shift), sh.count, sh.mass);
+        });
+        run.flush(sh.count, sh.mass);
         __syncthreads();
         if (threadIdx.x == 0) {
             int chosen = -1, lowest = 0;
@@ -295,14 +350,14 @@ static __device__ int32_t compact_kept(const pyspec_cuda_seq &s, Dist *d, Shared
     const Row &r = d->row;
     if (threadIdx.x == 0) sh.n_cand = 0;
     __syncthreads();
-    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-        const float l = r.at(t);
-        if (!(l > -INFINITY)) continue;
+    const Cut top_k = d->kept.k;
+    r.each([&](int64_t t, float l) {
+        if (!(l > -INFINITY)) return;
         const uint32_t key = float_key(l);
-        if (!d->kept.k.keeps(key, t)) continue;
+        if (!top_k.keeps(key, t)) return;
         const int slot = atomicAdd(&sh.n_cand, 1);
         if (slot < CAND_MAX) sh.cand_key[slot] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)t);
-    }
+    });
     __syncthreads();
     const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX; /* == min(top_k, finite) */
     int32_t p2 = 1;
@@ -508,15 +563,14 @@ struct RowScan {
 
 static __device__ __forceinline__ RowScan scan_row(const Row &r) {
     RowScan scan = { INT64_MAX, 0, 0 };
-    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-        float raw = load_logit(r.data, r.dtype, t);
-        if (isnan(raw) || raw == INFINITY) { if (t < scan.bad) scan.bad = t; continue; }
-        float l = r.penalise(t, raw);
-        if (!(l > -INFINITY)) continue;
+    r.each_raw([&](int64_t t, float raw) {
+        if (isnan(raw) || raw == INFINITY) { if (t < scan.bad) scan.bad = t; return; }
+        const float l = r.penalise(t, raw);
+        if (!(l > -INFINITY)) return;
         ++scan.n_finite;
-        unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
+        const unsigned long long k = ((unsigned long long)float_key(l) << 32) | (0xffffffffu - (uint32_t)t);
         if (k > scan.best_key) scan.best_key = k;
-    }
+    });
     scan.bad = block_reduce(scan.bad, MinOp());
     scan.best_key = block_reduce(scan.best_key, MaxOp());
     scan.n_finite = block_reduce(scan.n_finite, SumOp());
@@ -528,10 +582,9 @@ static __device__ __forceinline__ RowScan scan_row(const Row &r) {
 static __device__ __forceinline__ void apply_top_p(const pyspec_cuda_seq &s, Dist &d, Shared &sh) {
     const Row &r = d.row;
     unsigned long long z = 0;
-    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-        float l = r.at(t);
+    r.each([&](int64_t t, float l) {
         if (l > -INFINITY && d.kept.k.keeps(float_key(l), t)) z += nucleus_mass(l, d.max_logit, d.shift);
-    }
+    });
     z = block_reduce(z, SumOp());
     d.kept.p = select_nucleus(r, d.kept.k, d.max_logit, d.shift, (double)s.top_p * (double)z, sh);
 }
@@ -539,7 +592,7 @@ static __device__ __forceinline__ void apply_top_p(const pyspec_cuda_seq &s, Dis
 /* The integer total of the tempered fixed-point weights over the kept set. */
 static __device__ __forceinline__ uint64_t total_weight(const Dist &d) {
     unsigned long long total = 0;
-    for (int64_t t = threadIdx.x; t < d.row.V; t += blockDim.x) total += d.weight(t);
+    d.row.each([&](int64_t t, float l) { total += d.weight_of(t, l); });
     return block_reduce(total, SumOp());
 }
 
@@ -641,13 +694,13 @@ static __device__ __forceinline__ long long sum_residual(const Dist &d, int32_t 
             sum += sh.cand_r[j];
         }
     } else {
-        for (int64_t t = threadIdx.x; t < d.row.V; t += blockDim.x) {
-            uint64_t w = d.weight(t);
-            if (!w && !(d.greedy ? t == d.best : d.kept.keeps(d.row.at(t), t))) continue;
-            float qt = q.q(t);
-            if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; continue; }
+        d.row.each([&](int64_t t, float l) {
+            const uint64_t w = d.weight_of(t, l);
+            if (!w && !(d.greedy ? t == d.best : d.kept.keeps(l, t))) return;
+            const float qt = q.q(t);
+            if (!pyspec_draft_q_in_range(qt)) { if (t < bad_q) bad_q = t; return; }
             sum += pyspec_fixed_residual(w, d.total, (double)qt);
-        }
+        });
     }
     bad_q = block_reduce(bad_q, MinOp());
     *residual = block_reduce(sum, SumOp());
@@ -727,14 +780,12 @@ struct RawNorm {
 
 static __device__ __forceinline__ RawNorm raw_normaliser(const Row &r) {
     float raw_max = -INFINITY;
-    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x)
-        raw_max = fmaxf(raw_max, load_logit(r.data, r.dtype, t));
+    r.each_raw([&](int64_t, float raw) { raw_max = fmaxf(raw_max, raw); });
     raw_max = block_reduce(raw_max, MaxOp());
     double z = 0.0;
-    for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
-        float raw = load_logit(r.data, r.dtype, t);
+    r.each_raw([&](int64_t, float raw) {
         if (raw > -INFINITY) z += (double)expf(raw - raw_max);
-    }
+    });
     z = block_reduce(z, SumOp());
     return RawNorm{raw_max, z};
 }

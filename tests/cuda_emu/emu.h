@@ -75,6 +75,7 @@ inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); retu
 inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 
 struct __half { uint16_t bits; };
+inline __half __ushort_as_half(uint16_t bits) { return __half{bits}; }
 inline float __half2float(__half h) { /* exact IEEE binary16 -> binary32 */
     const uint32_t sign = (uint32_t)(h.bits & 0x8000u) << 16, exp = (h.bits >> 10) & 31, man = h.bits & 1023;
     if (exp == 31) return __uint_as_float(sign | 0x7f800000u | (man << 13));
