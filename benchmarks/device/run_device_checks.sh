@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of pyspec's CUDA back end, in one call on a machine with an NVIDIA GPU and
 # no internet: at most BUDGET seconds (default 540) in all; steps run in order of value
-# (build, identity check, benchmark, pytest, FlashInfer) and each is cut to what is left. Writes everything under $OUT:
+# (build, identity check, benchmark, pytest, memcheck, FlashInfer), each cut to what is left. Writes everything under $OUT:
 #   env.txt          what the machine has (GPU, driver, nvcc, cmake, Python packages)
 #   build.log        the build (PYSPEC_CUDA=ON, sm_90)
 #   check.json       CPU-vs-GPU token identity (C API; no Python packages needed), device
@@ -9,6 +9,7 @@
 #   pytest.txt       tests/test_cuda.py (needs numpy + cffi + pytest; torch or cupy for the
 #                    device arrays; scipy for the chi-square tests)
 #   bench.json       achieved bandwidth vs a device-to-device copy
+#   memcheck.txt     compute-sanitizer's memcheck over the identity check (where it runs)
 #   flashinfer.json  FlashInfer's chain_speculative_sampling on the same shapes (if installed)
 #   summary.txt      one line per step
 # Every step says what it does; optional steps that fail are reported and skipped.
@@ -23,7 +24,10 @@ PY=${PYTHON:-python3}
 
 step "environment"
 {
-  echo "date: $(date)"; uname -a
+  echo "date: $(date -u +%FT%T+00:00)"; uname -a
+  # One line each for keep_device_results.py (the table above is for people).
+  echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  echo "host cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1); family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'); $(nproc) CPUs"
   nvidia-smi 2>&1 | head -20 || echo "no nvidia-smi"
   command -v nvcc && nvcc --version | tail -2 || echo "no nvcc in PATH"
   ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null
@@ -118,6 +122,16 @@ if $PY -c "import numpy, cffi, pytest" 2>/dev/null; then
   note "pytest CPU subset with this build: rc=$? ($(tail -1 "$OUT/pytest_cpu.txt"))"
 else
   note "pytest: skipped (numpy, cffi or pytest missing)"
+fi
+
+step "compute-sanitizer memcheck over the identity check (optional)"
+if command -v compute-sanitizer >/dev/null; then
+  timeout "$(lim 120)" compute-sanitizer --tool memcheck --print-limit 20 $BUILD/device_check check \
+    "$OUT/check_memcheck.json" >"$OUT/memcheck.txt" 2>&1
+  rc=$?
+  note "memcheck: rc=$rc ($(grep -h 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -1))"
+else
+  note "memcheck: skipped (no compute-sanitizer)"
 fi
 
 step "FlashInfer chain_speculative_sampling (optional)"

@@ -54,9 +54,13 @@ if [ "$CUDA" = ON ] && [ -f "$G/lib-cuda.tar.xz" ]; then
   # Built ahead by graph_prebuild.sh --cuda-libs with the same flags: minutes of device time
   # saved. cuBLAS and the driver come from this machine, found by their sonames.
   tar -xJf "$G/lib-cuda.tar.xz" -C "$R/site/llama_cpp/lib"
+  # Their run path is the build folder they were made in: the libraries find each other here.
+  export LD_LIBRARY_PATH="$R/site/llama_cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            $($PY -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-    [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if [ -e "$d/libcublas.so.13" ] || [ -e "$d/libcudart.so.13" ]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    fi
   done
   note "llama.cpp: the carried lib-cuda.tar.xz ($(cat "$G/lib-cuda.txt" 2>/dev/null)); LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   ldd "$R/site/llama_cpp/lib/libggml-cuda.so" | grep -i "not found" && note "llama.cpp: libraries missing (above)"
