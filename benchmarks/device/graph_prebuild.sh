@@ -91,7 +91,7 @@ if [ "$CUDA_LIBS" = 1 ]; then
     patchelf --add-needed libcuda.so.1 "$(readlink -f "$B/bin/libggml-cuda.so")"
   fi
   (cd "$B/bin" && tar -cJf "$OLDPWD/$G/lib-cuda.tar.xz" lib*.so*)
-  echo "llama-cpp-python $VERSION, $("$NVCC" --version | tail -1), built $(date -u +%F) on $(uname -m)" >"$G/lib-cuda.txt"
+  echo "llama-cpp-python $VERSION, CUDA $("$NVCC" --version | grep -o 'release [0-9.]*, V[0-9.]*'), built $(date -u +%F) on $(uname -m)" >"$G/lib-cuda.txt"
   # The device no longer compiles llama.cpp: its sources would only crowd the 64 MiB carried.
   rm -rf "$G/llama.cpp"
 fi

@@ -64,6 +64,9 @@ if [ "$CUDA" = ON ] && [ -f "$G/lib-cuda.tar.xz" ]; then
   done
   note "llama.cpp: the carried lib-cuda.tar.xz ($(cat "$G/lib-cuda.txt" 2>/dev/null)); LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   ldd "$R/site/llama_cpp/lib/libggml-cuda.so" | grep -i "not found" && note "llama.cpp: libraries missing (above)"
+elif [ ! -d "$G/llama.cpp" ]; then
+  note "build/device-graph holds llama.cpp's CUDA libraries only (graph_prebuild.sh --cuda-libs): rerun graph_prebuild.sh without --cuda-libs for GGML_CUDA=$CUDA"
+  exit 2
 else
   . benchmarks/device/_llama_flags.sh
   GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
