@@ -26,8 +26,12 @@ mkdir -p "$FINAL" "$W/checks" "$W/graph" "$W/paired"
 left() { echo $((BUDGET - (SECONDS - T0))); }
 
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$W/site" .whl/*.whl && export PYTHONPATH="$W/site${PYTHONPATH:+:$PYTHONPATH}"
+  if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+       --target "$W/site" .whl/*.whl 2>"$W/wheels.txt"; then
+    export PYTHONPATH="$W/site${PYTHONPATH:+:$PYTHONPATH}"
+  else
+    echo "== the carried wheels do not install here ($(tail -1 "$W/wheels.txt")); the installed packages are used"
+  fi
 fi
 
 echo "== CUDA back end ($(left) s left)"
