@@ -1140,6 +1140,39 @@ def cuda_device_graph_rounds(run: Run) -> list:
     ]
 
 
+def cuda_device_speed(run: Run) -> list:
+    """One sentence for docs/cuda.md's status: the f32 call at Qwen's vocabulary, batch 1 and
+    64, from the same file as the table (so the prose cannot drift from it)."""
+    b = run.data.get("bench")
+    if not b:
+        raise MissingResults(f"{run.path}: no bench")
+    f32 = [e for e in b["runs"] if e["V"] == 151936 and e["dtype"] == "f32"]
+    if not f32:
+        raise MissingResults(f"{run.path}: no f32 runs at V = 151936")
+    paired = _paired_medians(run.data.get("bench_paired"))
+
+    def us(e):
+        return paired[_bench_key(e)][1] if paired else e["us_graph_replay"]
+
+    def gbps(runs):
+        return [e["logit_bytes"] / us(e) / 1e3 for e in runs]
+
+    one = [e for e in f32 if e["batch"] == 1]
+    many = [e for e in f32 if e["batch"] > 1]
+    greedy = min(us(e) for e in one if e["params"] == "greedy")
+    sampled = min(us(e) for e in one if e["params"] != "greedy")
+    copy = b["copy_GBps_read_plus_write"]
+    where = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
+    gpu = run.data.get("gpu", "the GPU").split(",")[0]
+    return [
+        f"On the {gpu} ({run.data.get('datetime', '?')[:10]}), at batch 1 a call on two to nine "
+        f"f32 rows of Qwen's vocabulary takes {greedy:.0f} us greedy and {sampled:.0f} us "
+        f"sampled, {_span(gbps(one), '{:.0f}')} GB/s of the copy's {copy:.0f}; at batch "
+        f"{many[0]['batch']}, {_span(gbps([e for e in many if e['params'] == 'greedy']), '{:.0f}')}"
+        f" GB/s greedy (`{where.as_posix()}`)."
+    ]
+
+
 def _bench_key(e: dict) -> tuple:
     return (e["V"], e["dtype"], e["params"], e["batch"], e["k"])
 
@@ -1223,4 +1256,5 @@ SECTIONS = {
     "batch-depth-table": (("batch-depth",), batch_depth_table),
     "cuda-device": (("cuda-device",), cuda_device),
     "cuda-device-graph-rounds": (("cuda-device",), cuda_device_graph_rounds),
+    "cuda-device-speed": (("cuda-device",), cuda_device_speed),
 }

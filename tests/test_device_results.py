@@ -155,3 +155,36 @@ def test_a_paired_folder_must_hold_both_sides(tmp_path):
     (paired / "old1.json").write_text(json.dumps(BENCH))
     with pytest.raises(SystemExit):
         keep_device_results.collect(_checks_dir(tmp_path), None, paired)
+
+
+def test_the_status_sentence_comes_from_the_same_file(tmp_path):
+    from _readme_sections import cuda_device_speed
+
+    runs = [
+        dict(
+            BENCH["runs"][0],
+            batch=1,
+            k=1,
+            params="greedy",
+            us_graph_replay=44.0,
+            logit_bytes=1215488,
+        ),
+        dict(
+            BENCH["runs"][0],
+            batch=1,
+            k=1,
+            params="top_k40",
+            us_graph_replay=261.0,
+            logit_bytes=1215488,
+        ),
+        BENCH["runs"][0],
+    ]
+    data = dict(
+        keep_device_results.collect(_checks_dir(tmp_path), None), bench=dict(BENCH, runs=runs)
+    )
+    path = tmp_path / "cuda-device.json"
+    path.write_text(json.dumps(data))
+    (text,) = cuda_device_speed(Run("cuda-device", path, data))
+    assert text.startswith("On the NVIDIA H200 (2026-12-04), at batch 1")
+    assert "takes 44 us greedy and 261 us sampled, 5-28 GB/s of the copy's 4269" in text
+    assert "at batch 64, 479 GB/s greedy" in text
