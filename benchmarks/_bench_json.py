@@ -41,16 +41,21 @@ class Run:
                 return b
         raise MissingResults(f"{self.path}: no benchmark {name!r}")
 
+    @property
+    def where(self) -> str:
+        """The file's path as the docs name it: from the repository root where it lies there."""
+        path = self.path.relative_to(REPO) if self.path.is_relative_to(REPO) else self.path
+        return path.as_posix()
+
     def measured_line(self) -> str:
         """When, on what, and how quiet: the README says this above every generated table,
         so a figure is never read without its machine and date."""
-        where = self.path.relative_to(REPO) if self.path.is_relative_to(REPO) else self.path
         line = f"*Measured {self.data.get('datetime', '?')[:10]} on {machine(self.data)}"
         load = self.data.get("other_processes_load")
         if load is not None:
             # conftest.py records it: a busy machine stalls default-thread timings.
             line += f"; other processes kept {100 * load:.0f}% of the CPUs busy"
-        return line + f" (`{where.as_posix()}`).*"
+        return line + f" (`{self.where}`).*"
 
 
 def machine(data: dict) -> str:

@@ -14,7 +14,7 @@ import re
 import statistics
 from statistics import median
 
-from _bench_json import REPO, MissingResults, Run
+from _bench_json import MissingResults, Run
 
 # The benchmarks' models, by vocabulary size (_workloads.VOCAB_MODELS; not imported, since
 # that module needs pyspec's library and this one must not).
@@ -1013,7 +1013,6 @@ def batch_depth_table(run: Run) -> list:
 
 # --- the CUDA back end and the in-graph sampler on a GPU (benchmarks/device/) ----------------
 def _device_line(run: Run) -> str:
-    where = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
     d = run.data
     gpu = d.get("gpu", "an unknown GPU").split(", ")
     if len(gpu) == 3:  # nvidia-smi's name, memory.total, driver_version
@@ -1024,7 +1023,7 @@ def _device_line(run: Run) -> str:
         host = [f"{host[0]} ({host[1]}), {host[2]}"]
     return (
         f"*Measured {d.get('datetime', '?')[:10]} on an {gpu[0]}, CUDA "
-        f"{cuda.group(1) if cuda else '?'}, host {host[0]} (`{where.as_posix()}`).*"
+        f"{cuda.group(1) if cuda else '?'}, host {host[0]} (`{run.where}`).*"
     )
 
 
@@ -1091,12 +1090,11 @@ def _device_bench(d: dict) -> list:
     copy = b["copy_GBps_read_plus_write"]
     rows = []
     for e in b["runs"]:
-        us = e["us_graph_replay"]
+        us, gbps = _call_us(e, paired), _call_gbps(e, paired)
         extra = []
         if paired:
-            old, us = paired[_bench_key(e)]
+            old = paired[_bench_key(e)][0]
             extra = [f"{old:.0f} us, {old / us:.2f}x"]
-        gbps = e["logit_bytes"] / us / 1e3
         rows.append(
             (
                 str(e["V"]),
@@ -1151,30 +1149,37 @@ def cuda_device_speed(run: Run) -> list:
         raise MissingResults(f"{run.path}: no f32 runs at V = 151936")
     paired = _paired_medians(run.data.get("bench_paired"))
 
-    def us(e):
-        return paired[_bench_key(e)][1] if paired else e["us_graph_replay"]
-
     def gbps(runs):
-        return [e["logit_bytes"] / us(e) / 1e3 for e in runs]
+        return [_call_gbps(e, paired) for e in runs]
 
     one = [e for e in f32 if e["batch"] == 1]
     many = [e for e in f32 if e["batch"] > 1]
-    greedy = min(us(e) for e in one if e["params"] == "greedy")
-    sampled = min(us(e) for e in one if e["params"] != "greedy")
+    greedy = min(_call_us(e, paired) for e in one if e["params"] == "greedy")
+    sampled = min(_call_us(e, paired) for e in one if e["params"] != "greedy")
     copy = b["copy_GBps_read_plus_write"]
-    where = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
     gpu = run.data.get("gpu", "the GPU").split(",")[0]
     return [
         f"On the {gpu} ({run.data.get('datetime', '?')[:10]}), at batch 1 a call on two to nine "
         f"f32 rows of Qwen's vocabulary takes {greedy:.0f} us greedy and {sampled:.0f} us "
         f"sampled, {_span(gbps(one), '{:.0f}')} GB/s of the copy's {copy:.0f}; at batch "
         f"{many[0]['batch']}, {_span(gbps([e for e in many if e['params'] == 'greedy']), '{:.0f}')}"
-        f" GB/s greedy (`{where.as_posix()}`)."
+        f" GB/s greedy (`{run.where}`)."
     ]
 
 
 def _bench_key(e: dict) -> tuple:
     return (e["V"], e["dtype"], e["params"], e["batch"], e["k"])
+
+
+def _call_us(e: dict, paired: dict) -> float:
+    """A bench case's call time: the median of this kernel's paired runs where there are
+    some, else its own run's."""
+    return paired[_bench_key(e)][1] if paired else e["us_graph_replay"]
+
+
+def _call_gbps(e: dict, paired: dict) -> float:
+    """Logit bytes read per second at that call time, in GB/s."""
+    return e["logit_bytes"] / _call_us(e, paired) / 1e3
 
 
 def _paired_medians(paired) -> dict:

@@ -23,6 +23,7 @@ mkdir -p "$R"
 PY=${PYTHON:-python3}
 CUDA=${GGML_CUDA:-ON}
 JOBS=$(nproc)
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 
 if [ ! -f "$G/VERSION" ] || [ ! -d "$G/include" ] || [ ! -f "$G/tiny.gguf" ]; then
   note "build/device-graph is missing or incomplete: run benchmarks/device/graph_prebuild.sh and carry it"
@@ -69,7 +70,6 @@ elif [ ! -d "$G/llama.cpp" ]; then
   exit 2
 else
   . benchmarks/device/_llama_flags.sh
-  GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
   timeout "$(lim 420)" bash -c "cmake -S '$G/llama.cpp' -B '$R/build-cuda-$CUDA' $GEN $(llama_flags "$CUDA") \
     && cmake --build '$R/build-cuda-$CUDA' -j $JOBS --target llama" >"$OUT/build.log" 2>&1
   rc=$?
@@ -80,7 +80,6 @@ fi
 cp "$G/include/"*.h "$R/site/include/"
 
 step "libpyspec (CPU only)"
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 timeout "$(lim 120)" bash -c "cmake -S . -B '$R/pyspec' $GEN -DPYSPEC_CUDA=OFF -DPYSPEC_NATIVE=OFF \
   && cmake --build '$R/pyspec' -j $JOBS" >"$OUT/pyspec_build.log" 2>&1
 note "libpyspec build: rc=$? "
