@@ -1,6 +1,6 @@
 /*
  * api.cu - the host side of the CUDA back end: verifier lifetime, host-side checks,
- * staging of the sequence descriptors, the three launches of a call, and the device error
+ * staging of the sequence descriptors, the launches of a call, and the device error
  * record. CUDA is first touched here, by these entry points only, so the library loads and
  * its CPU functions work where there is no driver or device.
  */
@@ -53,6 +53,8 @@ extern "C" void pyspec_cuda_verifier_free(pyspec_cuda_verifier *v) {
     cudaFree(v->d_seq_err);
     cudaFree(v->d_row_err);
     cudaFree(v->d_err);
+    cudaFree(v->d_chunks);
+    cudaFree(v->d_lists);
     free(v);
 }
 
@@ -93,6 +95,11 @@ extern "C" pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t 
     if ((e = cudaMalloc((void **)&v->d_seq_err, (size_t)max_seqs * sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     if ((e = cudaMalloc((void **)&v->d_row_err, (size_t)max_rows * sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     if ((e = cudaMalloc((void **)&v->d_err, sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
+    what = "cudaDeviceGetAttribute";
+    if ((e = cudaDeviceGetAttribute(&v->sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) goto fail;
+    what = "cudaMalloc";
+    if ((e = cudaMalloc((void **)&v->d_chunks, (size_t)PYSPEC_CUDA_SPLIT_BLOCKS(v->sms) * sizeof(pyspec_cuda_chunk))) != cudaSuccess) goto fail;
+    if ((e = cudaMalloc((void **)&v->d_lists, (size_t)v->sms * PYSPEC_CUDA_UNION_MAX * sizeof(unsigned long long))) != cudaSuccess) goto fail;
     what = "cudaMemset";
     if ((e = cudaMemset(v->d_err, 0, sizeof(pyspec_cuda_err))) != cudaSuccess) goto fail;
     {
@@ -104,6 +111,9 @@ extern "C" pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t 
         v->max_dyn_smem = (size_t)optin > want + reserve ? want : (optin > (int)reserve ? (size_t)optin - reserve : 0);
         what = "cudaFuncSetAttribute";
         if ((e = pyspec_cuda_rows_set_max_smem(v->max_dyn_smem)) != cudaSuccess) goto fail;
+        /* the chunk pass holds the penalty window alone */
+        const size_t chunk_smem = PYSPEC_MAX_PENALTY_WINDOW * sizeof(int32_t);
+        if ((e = pyspec_cuda_chunks_set_max_smem(chunk_smem < v->max_dyn_smem ? chunk_smem : v->max_dyn_smem)) != cudaSuccess) goto fail;
     }
     if ((e = cudaDeviceSynchronize()) != cudaSuccess) { what = "cudaDeviceSynchronize"; goto fail; }
     *out = v;
@@ -200,8 +210,16 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
     }
     if ((e = pyspec_cuda_launch_validate(v->d_seqs, n_seqs, n_vocab, v->d_seq_err, st)) != cudaSuccess)
         return cuda_fail(err, "the validate kernel launch", e);
+    /* Fewer rows than multiprocessors: several blocks scan each row first (stage.h). */
+    pyspec_cuda_split split =
+        pyspec_cuda_split_rows(seqs, n_seqs, n_vocab, pyspec_cuda_wanted_chunks(total_rows, n_vocab, v->sms));
+    if (split.chunks > 1 &&
+        (e = pyspec_cuda_launch_chunks(v->d_seqs, n_seqs, total_rows, n_vocab, dtype, window_cap, split,
+                                       v->d_seq_err, v->d_chunks, v->d_lists, st)) != cudaSuccess)
+        return cuda_fail(err, "the chunk kernel launch", e);
     if ((e = pyspec_cuda_launch_rows(v->d_seqs, n_seqs, total_rows, n_vocab, dtype, window_cap,
-                                     sparse_cap, v->d_seq_err, v->d_row_err, st)) != cudaSuccess)
+                                     sparse_cap, split, v->d_chunks, v->d_lists, v->d_seq_err,
+                                     v->d_row_err, st)) != cudaSuccess)
         return cuda_fail(err, "the row kernel launch", e);
     if ((e = pyspec_cuda_launch_finish(v->d_seqs, n_seqs, v->d_seq_err, v->d_row_err, v->d_err, st)) != cudaSuccess)
         return cuda_fail(err, "the finish kernel launch", e);

@@ -19,6 +19,16 @@ extern "C" {
 
 #define PYSPEC_CUDA_THREADS 512          /* threads of a row block                      */
 #define PYSPEC_CUDA_MAX_SPARSE 4096      /* entries of one sparse draft row (shared mem) */
+#define PYSPEC_CUDA_CAND_MAX 1024        /* top-k survivors ranked in shared memory      */
+
+/* Split rows: when a call has fewer rows than the device has multiprocessors, each row is
+ * first scanned by several blocks, one chunk of the vocabulary each (verify_rows.cu's chunk
+ * pass), and the row's block combines what they found. A chunk is at least MIN_CHUNK
+ * tokens; a row has at most MAX_CHUNKS; a sampled top-k row's chunks hand on their own top
+ * k, and the union of a row's lists (ranked in shared memory) holds at most UNION_MAX. */
+#define PYSPEC_CUDA_MAX_CHUNKS 32
+#define PYSPEC_CUDA_MIN_CHUNK 2048
+#define PYSPEC_CUDA_UNION_MAX (2 * PYSPEC_CUDA_CAND_MAX)
 
 /* One sequence as the kernels see it: every pointer is a device pointer. */
 typedef struct pyspec_cuda_seq {
@@ -48,6 +58,26 @@ typedef struct pyspec_cuda_seq {
     int64_t       *out_n_accepted; /* also the "first stopping row" while rows run     */
     int64_t        row_base;       /* index of this sequence's row 0 among all rows    */
 } pyspec_cuda_seq;
+
+/* What one chunk of a row holds (the chunk pass's output): the first invalid index
+ * (INT64_MAX: none), the best finite candidate as (float key << 32 | ~id) (0: none), the
+ * number of finite logits, how many of its top-k candidates it listed, and, when the row's
+ * log-probabilities are asked for, the raw maximum and the softmax sum relative to it. */
+typedef struct pyspec_cuda_chunk {
+    int64_t            bad;
+    unsigned long long best_key;
+    int64_t            n_finite;
+    int32_t            n_listed;
+    float              raw_max;
+    double             raw_z;
+} pyspec_cuda_chunk;
+
+/* How a call's rows are split: chunks per row (1: no chunk pass) and the length of each
+ * chunk's candidate list (the largest top-k among the sampled rows that take it; 0: none). */
+typedef struct pyspec_cuda_split {
+    int32_t chunks;
+    int32_t list_len;
+} pyspec_cuda_split;
 
 /* What went wrong on the device, enough to print the CPU path's message. */
 enum pyspec_cuda_err_kind {
@@ -81,7 +111,13 @@ struct pyspec_cuda_verifier {
     pyspec_cuda_err *d_row_err; /* max_rows: result of each row                  */
     pyspec_cuda_err *d_err;     /* 1: the sticky first failure                   */
     size_t           max_dyn_smem;
+    int32_t          sms;       /* multiprocessors: a call with fewer rows splits them */
+    pyspec_cuda_chunk *d_chunks; /* PYSPEC_CUDA_SPLIT_BLOCKS(sms) chunk records      */
+    unsigned long long *d_lists; /* sms * PYSPEC_CUDA_UNION_MAX listed candidates    */
 };
+
+/* Chunk records a verifier keeps: rows < sms, and chunks <= ceil(2 sms / rows). */
+#define PYSPEC_CUDA_SPLIT_BLOCKS(sms) (3 * (int64_t)(sms))
 
 /* Descriptors travel to the device as kernel parameters (by value: nothing on the host is
  * read after the launch returns, so a call needs no host synchronisation and a captured
@@ -100,9 +136,17 @@ cudaError_t pyspec_cuda_launch_stage(const pyspec_cuda_stage *batch, pyspec_cuda
 cudaError_t pyspec_cuda_launch_validate(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
                                         int64_t n_vocab, pyspec_cuda_err *d_seq_err,
                                         cudaStream_t stream);
+cudaError_t pyspec_cuda_launch_chunks(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
+                                      int64_t total_rows, int64_t n_vocab, int32_t dtype,
+                                      int32_t window_cap, pyspec_cuda_split split,
+                                      const pyspec_cuda_err *d_seq_err,
+                                      pyspec_cuda_chunk *d_chunks, unsigned long long *d_lists,
+                                      cudaStream_t stream);
 cudaError_t pyspec_cuda_launch_rows(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
                                     int64_t total_rows, int64_t n_vocab, int32_t dtype,
                                     int32_t window_cap, int32_t sparse_cap,
+                                    pyspec_cuda_split split, const pyspec_cuda_chunk *d_chunks,
+                                    const unsigned long long *d_lists,
                                     const pyspec_cuda_err *d_seq_err, pyspec_cuda_err *d_row_err,
                                     cudaStream_t stream);
 cudaError_t pyspec_cuda_launch_finish(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
@@ -112,6 +156,7 @@ cudaError_t pyspec_cuda_launch_finish(const pyspec_cuda_seq *d_seqs, int64_t n_s
 /* Dynamic shared memory of a row block for the given capacities, and the opt-in. */
 size_t pyspec_cuda_rows_smem(int32_t window_cap, int32_t sparse_cap);
 cudaError_t pyspec_cuda_rows_set_max_smem(size_t bytes);
+cudaError_t pyspec_cuda_chunks_set_max_smem(size_t bytes);
 size_t pyspec_cuda_rows_static_smem(void);
 
 #endif /* PYSPEC_CUDA_INTERNAL_H */

@@ -1,6 +1,7 @@
 /*
- * stage.h - a host sequence descriptor flattened into what the kernels read (used by api.cu
- * and by the host emulation test, tests/cuda_emu).
+ * stage.h - a host sequence descriptor flattened into what the kernels read, and how a
+ * call's rows are split into chunks (used by api.cu and by the host emulation test,
+ * tests/cuda_emu).
  */
 #ifndef PYSPEC_CUDA_STAGE_H
 #define PYSPEC_CUDA_STAGE_H
@@ -42,6 +43,42 @@ static inline void pyspec_cuda_stage_seq(pyspec_cuda_seq *d, const pyspec_sequen
     d->out_top_probs = s->out_top_probs;
     d->out_n_accepted = s->out_n_accepted;
     d->row_base = row_base;
+}
+
+/* The top-k of a sequence whose rows take the split short list: sampled, top-k on and at
+ * most PYSPEC_CUDA_CAND_MAX (the rows kernel's short-list rule); 0 otherwise. The kernels'
+ * split_short_list() is the same test. */
+static inline int32_t pyspec_cuda_listed_top_k(const pyspec_sequence *s, int64_t n_vocab) {
+    const pyspec_sampling_params *p = &s->params;
+    if (!(p->temperature > 0.0f) || p->top_k <= 0 || p->top_k >= n_vocab) return 0;
+    return p->top_k <= PYSPEC_CUDA_CAND_MAX ? p->top_k : 0;
+}
+
+/* The split of a call asking for `want` chunks per row: the list length is the largest
+ * listed top-k, and the chunks are cut so that a row's lists fit PYSPEC_CUDA_UNION_MAX. */
+static inline pyspec_cuda_split pyspec_cuda_split_rows(const pyspec_sequence *seqs, int64_t n_seqs,
+                                                       int64_t n_vocab, int64_t want) {
+    pyspec_cuda_split split = { 1, 0 };
+    if (want < 2) return split;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        const int32_t k = pyspec_cuda_listed_top_k(&seqs[s], n_vocab);
+        if (k > split.list_len) split.list_len = k;
+    }
+    if (want > PYSPEC_CUDA_MAX_CHUNKS) want = PYSPEC_CUDA_MAX_CHUNKS;
+    if (split.list_len > 0 && want > PYSPEC_CUDA_UNION_MAX / split.list_len)
+        want = PYSPEC_CUDA_UNION_MAX / split.list_len;
+    if (want < 2) split.list_len = 0;
+    split.chunks = want < 2 ? 1 : (int32_t)want;
+    return split;
+}
+
+/* The chunks a device with `sms` multiprocessors wants per row: about two blocks per
+ * multiprocessor, none when the rows alone fill it, none shorter than PYSPEC_CUDA_MIN_CHUNK. */
+static inline int64_t pyspec_cuda_wanted_chunks(int64_t total_rows, int64_t n_vocab, int32_t sms) {
+    if (total_rows <= 0 || total_rows >= sms) return 1;
+    int64_t want = (2 * (int64_t)sms + total_rows - 1) / total_rows;
+    const int64_t by_length = n_vocab / PYSPEC_CUDA_MIN_CHUNK;
+    return want < by_length ? want : by_length;
 }
 
 #endif /* PYSPEC_CUDA_STAGE_H */

@@ -17,7 +17,7 @@
  *   7. modified rejection sampling: p(x) = W_x / total, pyspec_accepts, and on rejection the
  *      residual pyspec_fixed_residual(W_t, total, q_t) drawn the same way.
  * With top-k on and k <= CAND_MAX, steps 3-7 run instead on the top-k survivors gathered
- * into shared memory and ranked there (compact_kept, draw_short): the same rules on a short
+ * into shared memory and ranked there (keep_ranked, draw_short): the same rules on a short
  * list, without further passes over the row.
  * Every quantity that decides a token is an integer or comes from draw.h/rules.h, so the
  * order in which threads add things up cannot change it. Passes re-read the row (it is
@@ -32,6 +32,14 @@
  * Rows behind a known rejection are skipped: a block first reads its sequence's
  * out_n_accepted (the first stopping row so far, lowered with atomicMin) and leaves when it
  * is already below its row.
+ *
+ * Split rows (a call with fewer rows than multiprocessors, stage.h decides): a chunk pass
+ * first runs several blocks per row, one chunk of the vocabulary each. A chunk block does
+ * step 1 on its chunk and, for a sampled top-k row that takes the short list, lists its own
+ * top k (the row's top k is among the union of its chunks' lists). The row's block then
+ * combines the chunks' scans (a minimum, a maximum and a count: exact) and ranks the union
+ * instead of reading the row: greedy and short-list rows read nothing vocabulary-sized
+ * there, and every other row skips step 1.
  */
 #ifndef PYSPEC_CUDA_EMULATE
 #  include <cub/block/block_scan.cuh>
@@ -48,13 +56,15 @@
 
 #define NT PYSPEC_CUDA_THREADS
 #define LOADS_IN_FLIGHT 8
+#define CAND_MAX PYSPEC_CUDA_CAND_MAX
 typedef cub::BlockScan<unsigned long long, NT> BlockScanU64;
 
-/* One row with its penalties. */
+/* One row with its penalties, or the chunk [lo, V) of it that a chunk block reads. */
 struct Row {
     const void    *data;
     int32_t        dtype;
-    int64_t        V;
+    int64_t        lo; /* first token read: 0 but in the chunk pass */
+    int64_t        V;  /* one past the last token read */
     const int32_t *win; /* sorted penalty window (with repeats), win_n entries, in shared memory */
     int32_t        win_n;
     const uint32_t *bloom; /* 8192-bit filter of the window's tokens */
@@ -76,7 +86,7 @@ struct Row {
     }
     __device__ float at(int64_t t) const { return penalise(t, load_logit(data, dtype, t)); }
 
-    /* f(t, raw logit) for this thread's tokens t = threadIdx.x + j * blockDim.x, in that
+    /* f(t, raw logit) for this thread's tokens t = lo + threadIdx.x + j * blockDim.x, in that
      * order, the loads issued LOADS_IN_FLIGHT at a time: a block alone on a multiprocessor
      * (batch 1 has k + 1 blocks) waits out one load latency per batch of loads rather than
      * per token. Each thread still sees its tokens in increasing order, so every per-thread
@@ -92,7 +102,7 @@ struct Row {
     template <typename E, typename F> __device__ __forceinline__ void each_loaded(F f) const {
         const E *p = (const E *)data;
         const int64_t step = blockDim.x;
-        int64_t t = threadIdx.x;
+        int64_t t = lo + threadIdx.x;
         for (; t + (LOADS_IN_FLIGHT - 1) * step < V; t += LOADS_IN_FLIGHT * step) {
             E raw[LOADS_IN_FLIGHT];
 #pragma unroll
@@ -153,13 +163,12 @@ struct Kept {
     }
 };
 
-/* With top-k on and at most this many candidates, they are gathered into shared memory
+/* With top-k on and at most CAND_MAX candidates, they are gathered into shared memory
  * after the top-k select and everything else (top-p, min-p, weights, draws, residual) works
- * on that short list instead of re-reading the row. */
-#define CAND_MAX 1024
-
+ * on that short list instead of re-reading the row. cand_key holds a split row's union of
+ * chunk lists (up to PYSPEC_CUDA_UNION_MAX) while it is ranked. */
 struct Shared {
-    unsigned long long                   cand_key[CAND_MAX]; /* rank key, then (id << 32 | rank) */
+    unsigned long long                   cand_key[PYSPEC_CUDA_UNION_MAX]; /* rank key, then (id << 32 | rank) */
     unsigned long long                   cand_w[CAND_MAX];   /* W by rank                        */
     unsigned long long                   cand_r[CAND_MAX];   /* residual weights, in id order    */
     int32_t                              n_cand;
@@ -172,9 +181,19 @@ struct Shared {
     typename BlockScanU64::TempStorage   scan;
 };
 
+/* A chunk block's shared memory: what select_kth and penalised_row use, and a list slot. */
+struct ChunkShared {
+    uint32_t           count[256];
+    unsigned long long mass[256];
+    long long          bcast[4];
+    uint32_t           bloom[256];
+    int32_t            n_listed;
+};
+
 /* The k-th candidate (1-based) in rank order among tokens with finite logits inside `in`:
  * radix select over the float key, then over token ids among equal keys. */
-static __device__ Cut select_kth(const Row &r, const Cut &in, int64_t k, Shared &sh) {
+template <typename S>
+static __device__ Cut select_kth(const Row &r, const Cut &in, int64_t k, S &sh) {
     uint32_t prefix = 0, mask = 0, tie = 0;
     long long need = k;
     for (int b = 24; b >= 0; b -= 8) {
@@ -211,7 +230,7 @@ static __device__ Cut select_kth(const Row &r, const Cut &in, int64_t k, Shared 
     for (int b = 24; b >= 0; b -= 8) {
         for (int c = threadIdx.x; c < 256; c += blockDim.x) sh.count[c] = 0;
         __syncthreads();
-        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        for (int64_t t = r.lo + threadIdx.x; t < r.V; t += blockDim.x) {
             if (((uint32_t)t & id_mask) != id_prefix) continue;
             float l = r.at(t);
             if (!(l > -INFINITY) || float_key(l) != prefix || !in.keeps(prefix, t)) continue;
@@ -286,7 +305,7 @@ static __device__ Cut select_nucleus(const Row &r, const Cut &in, float max_logi
     for (int b = 24; b >= 0; b -= 8) {
         for (int c = threadIdx.x; c < 256; c += blockDim.x) { sh.count[c] = 0; sh.mass[c] = 0; }
         __syncthreads();
-        for (int64_t t = threadIdx.x; t < r.V; t += blockDim.x) {
+        for (int64_t t = r.lo + threadIdx.x; t < r.V; t += blockDim.x) {
             if (((uint32_t)t & id_mask) != id_prefix) continue;
             float l = r.at(t);
             if (!(l > -INFINITY) || float_key(l) != prefix || !in.keeps(prefix, t)) continue;
@@ -341,29 +360,69 @@ struct Dist {
     }
 };
 
-/* The short-list path. After the top-k select, gathers the (at most CAND_MAX) top-k
- * survivors, ranks them, applies top-p and min-p to the ranked list and computes their
- * weights; leaves the kept ones in id order in cand_key (id << 32 | rank) with their
- * weights in cand_w (by rank). Returns the number kept; sets d->kept.p to the last kept
- * candidate, so d->weight() agrees, and d->total. */
-static __device__ int32_t compact_kept(const pyspec_cuda_seq &s, Dist *d, Shared &sh) {
-    const Row &r = d->row;
+/* A candidate's rank key: larger ranks earlier (higher logit, then lower id). */
+static __device__ __forceinline__ unsigned long long rank_key(uint32_t key, int64_t t) {
+    return ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)t);
+}
+
+/* Ranks the n entries of cand_key: pads them to a power of two with keys that rank last and
+ * sorts ascending, so rank j is entry p2 - 1 - j. Returns p2. */
+static __device__ int32_t rank_entries(int32_t n, Shared &sh) {
+    int32_t p2 = 1;
+    while (p2 < n) p2 <<= 1;
+    for (int j = n + threadIdx.x; j < p2; j += blockDim.x) sh.cand_key[j] = 0;
+    block_bitonic_sort(sh.cand_key, p2);
+    return p2;
+}
+
+/* The row's top-k survivors (inside the cut), ranked in cand_key. Returns their number,
+ * min(top_k, finite) <= CAND_MAX, and sets *p2. */
+static __device__ int32_t gather_survivors(const Row &r, const Cut &top_k, Shared &sh, int32_t *p2) {
     if (threadIdx.x == 0) sh.n_cand = 0;
     __syncthreads();
-    const Cut top_k = d->kept.k;
     r.each([&](int64_t t, float l) {
         if (!(l > -INFINITY)) return;
         const uint32_t key = float_key(l);
         if (!top_k.keeps(key, t)) return;
         const int slot = atomicAdd(&sh.n_cand, 1);
-        if (slot < CAND_MAX) sh.cand_key[slot] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)t);
+        if (slot < CAND_MAX) sh.cand_key[slot] = rank_key(key, t);
     });
     __syncthreads();
-    const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX; /* == min(top_k, finite) */
-    int32_t p2 = 1;
-    while (p2 < n) p2 <<= 1;
-    for (int j = n + threadIdx.x; j < p2; j += blockDim.x) sh.cand_key[j] = 0; /* ranks last */
-    block_bitonic_sort(sh.cand_key, p2); /* ascending: rank j is entry p2 - 1 - j */
+    const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX;
+    *p2 = rank_entries(n, sh);
+    return n;
+}
+
+/* A split row: its chunks' records and candidate lists (list_len entries per chunk). */
+struct SplitRow {
+    const pyspec_cuda_chunk  *chunks;
+    const unsigned long long *lists;
+    int32_t                   n_chunks, list_len;
+};
+
+/* The union of a split row's chunk lists, ranked in cand_key: every chunk listed its own
+ * top k (or all its finite candidates), so the row's top k = the union's first n =
+ * min(top_k, finite). Returns n and sets *p2. */
+static __device__ int32_t gather_listed(const SplitRow &sp, int64_t n, Shared &sh, int32_t *p2) {
+    int32_t at = 0;
+    for (int32_t c = 0; c < sp.n_chunks; ++c) {
+        const unsigned long long *list = sp.lists + (size_t)c * sp.list_len;
+        const int32_t m = sp.chunks[c].n_listed;
+        for (int32_t j = threadIdx.x; j < m; j += blockDim.x) sh.cand_key[at + j] = list[j];
+        at += m;
+    }
+    __syncthreads();
+    *p2 = rank_entries(at, sh);
+    return (int32_t)n;
+}
+
+/* The short-list path, on the ranked top-k survivors (n of them, rank j at entry p2 - 1 - j
+ * of cand_key): applies top-p and min-p to the ranked list and computes the weights; leaves
+ * the kept ones in id order in cand_key (id << 32 | rank) with their weights in cand_w (by
+ * rank). Returns the number kept; sets d->kept.p to the last kept candidate, so d->weight()
+ * agrees, and d->total. */
+static __device__ int32_t keep_ranked(const pyspec_cuda_seq &s, Dist *d, int32_t n, int32_t p2,
+                                      Shared &sh) {
     if (threadIdx.x == 0) {
         /* top-p on the ranked survivors, min-p, then the weights: as the reference does */
         int32_t m = n;
@@ -519,12 +578,14 @@ static __device__ __forceinline__ int64_t owning_sequence(const pyspec_cuda_seq 
 /* Penalties (penalties.c: pyspec_row_penalties): row i's logits with its penalty window, the
  * last pen_last_n tokens of the history followed by drafts[0..i), sorted into `win` in
  * shared memory, with the bloom filter that lets most tokens skip the lookup. */
+template <typename S>
 static __device__ __forceinline__ Row penalised_row(const pyspec_cuda_seq &s, int64_t i, int64_t V,
                                                     int32_t dtype, int32_t window_cap,
-                                                    int32_t *win, Shared &sh) {
+                                                    int32_t *win, S &sh) {
     Row r;
     r.data = (const char *)s.logits + (size_t)(i * s.row_stride) * (dtype == PYSPEC_F32 ? 4 : 2);
     r.dtype = dtype;
+    r.lo = 0;
     r.V = V;
     r.win = win;
     r.win_n = 0;
@@ -599,9 +660,11 @@ static __device__ __forceinline__ uint64_t total_weight(const Dist &d) {
 /* The transformed distribution (distribution.c: pyspec_build_dist) of a scanned row: the
  * temperature, the kept set (top-k, then top-p and min-p) and the total of its weights.
  * Returns the length of the short list when the kept set lives in shared memory (top-k on
- * with at most CAND_MAX survivors), else -1. */
+ * with at most CAND_MAX survivors), else -1. A split row whose chunks listed their top k
+ * (split != NULL) ranks the union of the lists instead of selecting from the row. */
 static __device__ __forceinline__ int32_t build_dist(const pyspec_cuda_seq &s, const Row &r,
-                                                     const RowScan &scan, Dist &d, Shared &sh) {
+                                                     const RowScan &scan, const SplitRow *split,
+                                                     Dist &d, Shared &sh) {
     d.row = r;
     d.best = (int32_t)(0xffffffffu - (uint32_t)(scan.best_key & 0xffffffffu));
     d.max_logit = key_float((uint32_t)(scan.best_key >> 32));
@@ -617,9 +680,17 @@ static __device__ __forceinline__ int32_t build_dist(const pyspec_cuda_seq &s, c
         return -1;
     }
     const bool top_k_on = s.top_k > 0 && s.top_k < r.V;
+    const long long survivors = scan.n_finite < s.top_k ? scan.n_finite : s.top_k;
+    int32_t p2 = 0;
+    if (split) {
+        const int32_t n = gather_listed(*split, survivors, sh, &p2);
+        return keep_ranked(s, &d, n, p2, sh);
+    }
     if (top_k_on && scan.n_finite > s.top_k) d.kept.k = select_kth(r, d.kept.k, s.top_k, sh);
-    if (top_k_on && (scan.n_finite < s.top_k ? scan.n_finite : s.top_k) <= CAND_MAX)
-        return compact_kept(s, &d, sh);
+    if (top_k_on && survivors <= CAND_MAX) {
+        const int32_t n = gather_survivors(r, d.kept.k, sh, &p2);
+        return keep_ranked(s, &d, n, p2, sh);
+    }
     if (s.top_p < 1.0f) apply_top_p(s, d, sh);
     if (s.min_p > 0.0f) {
         d.kept.min_p_on = 1;
@@ -778,6 +849,7 @@ struct RawNorm {
     double z;
 };
 
+/* Over the tokens r reads: the row, or a chunk of it in the chunk pass. */
 static __device__ __forceinline__ RawNorm raw_normaliser(const Row &r) {
     float raw_max = -INFINITY;
     r.each_raw([&](int64_t, float raw) { raw_max = fmaxf(raw_max, raw); });
@@ -790,10 +862,84 @@ static __device__ __forceinline__ RawNorm raw_normaliser(const Row &r) {
     return RawNorm{raw_max, z};
 }
 
+/* Whether a sequence's rows take the split short list (stage.h: pyspec_cuda_listed_top_k,
+ * against the call's list length). */
+static __device__ __forceinline__ bool split_short_list(const pyspec_cuda_seq &s, int64_t V,
+                                                        int32_t list_len) {
+    return s.temperature > 0.0f && s.top_k > 0 && s.top_k < V && s.top_k <= list_len;
+}
+
+/* The scan of a split row: its chunks' scans combined (exact: a minimum, a maximum, a sum). */
+static __device__ __forceinline__ RowScan combined_scan(const pyspec_cuda_chunk *chunks, int32_t n) {
+    RowScan scan = { INT64_MAX, 0, 0 };
+    for (int32_t c = 0; c < n; ++c) {
+        if (chunks[c].bad < scan.bad) scan.bad = chunks[c].bad;
+        if (chunks[c].best_key > scan.best_key) scan.best_key = chunks[c].best_key;
+        scan.n_finite += chunks[c].n_finite;
+    }
+    return scan;
+}
+
+/* The chunk pass: block b scans chunk b % chunks of row b / chunks (step 1, penalties
+ * applied) and, for a row that takes the split short list, lists the chunk's top k. */
+static __global__ void __launch_bounds__(NT)
+chunks_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
+              int32_t window_cap, pyspec_cuda_split split, const pyspec_cuda_err *seq_err,
+              pyspec_cuda_chunk *chunks, unsigned long long *lists) {
+#ifdef PYSPEC_CUDA_EMULATE
+    unsigned char *dyn = emu::dynamic_smem;
+#else
+    extern __shared__ __align__(16) unsigned char dyn[];
+#endif
+    __shared__ ChunkShared sh;
+    const int64_t g = blockIdx.x / split.chunks, c = blockIdx.x % split.chunks;
+    const int64_t si = owning_sequence(seqs, n_seqs, g);
+    const pyspec_cuda_seq &s = seqs[si];
+    if (seq_err[si].status != PYSPEC_OK) return; /* the row kernel leaves too */
+    Row r = penalised_row(s, g - s.row_base, V, dtype, window_cap, (int32_t *)dyn, sh);
+    const int64_t length = (V + split.chunks - 1) / split.chunks;
+    r.lo = c * length < V ? c * length : V;
+    r.V = r.lo + length < V ? r.lo + length : V;
+    const RowScan scan = scan_row(r);
+    int32_t n_listed = 0;
+    if (scan.bad == INT64_MAX && split_short_list(s, V, split.list_len)) {
+        const Cut all = { 1, 0, 0 };
+        const Cut cut = scan.n_finite > s.top_k ? select_kth(r, all, s.top_k, sh) : all;
+        if (threadIdx.x == 0) sh.n_listed = 0;
+        __syncthreads();
+        unsigned long long *list = lists + (size_t)blockIdx.x * split.list_len;
+        r.each([&](int64_t t, float l) {
+            if (!(l > -INFINITY)) return;
+            const uint32_t key = float_key(l);
+            if (!cut.keeps(key, t)) return;
+            const int slot = atomicAdd(&sh.n_listed, 1);
+            if (slot < split.list_len) list[slot] = rank_key(key, t);
+        });
+        __syncthreads();
+        n_listed = sh.n_listed < split.list_len ? sh.n_listed : split.list_len; /* == min(top_k, finite) */
+    }
+    RawNorm norm{ -INFINITY, 0.0 };
+    if (scan.bad == INT64_MAX && (s.out_logprobs || s.out_top_probs)) norm = raw_normaliser(r);
+    if (threadIdx.x == 0)
+        chunks[blockIdx.x] = pyspec_cuda_chunk{ scan.bad, scan.best_key, scan.n_finite, n_listed, norm.max, norm.z };
+}
+
+/* The raw normaliser of a split row from its chunks' (max_c, z_c): z = sum z_c e^(max_c - max),
+ * in double. (Floats differ from one block's sum in the last bits: logprobs are not
+ * bit-exact on the device anyway.) */
+static __device__ __forceinline__ RawNorm combined_norm(const pyspec_cuda_chunk *chunks, int32_t n) {
+    RawNorm norm{ -INFINITY, 0.0 };
+    for (int32_t c = 0; c < n; ++c) norm.max = fmaxf(norm.max, chunks[c].raw_max);
+    for (int32_t c = 0; c < n; ++c)
+        if (chunks[c].raw_max > -INFINITY) norm.z += chunks[c].raw_z * exp((double)chunks[c].raw_max - (double)norm.max);
+    return norm;
+}
+
 static __global__ void __launch_bounds__(NT)
 rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
-            int32_t window_cap, int32_t sparse_cap, const pyspec_cuda_err *seq_err,
-            pyspec_cuda_err *row_err) {
+            int32_t window_cap, int32_t sparse_cap, pyspec_cuda_split split,
+            const pyspec_cuda_chunk *chunks, const unsigned long long *lists,
+            const pyspec_cuda_err *seq_err, pyspec_cuda_err *row_err) {
 #ifdef PYSPEC_CUDA_EMULATE
     unsigned char *dyn = emu::dynamic_smem;
 #else
@@ -814,7 +960,8 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     int32_t *win = (int32_t *)(sp_sums + sparse_cap);
 
     const Row r = penalised_row(s, i, V, dtype, window_cap, win, sh);
-    const RowScan scan = scan_row(r);
+    const bool split_row = split.chunks > 1;
+    const RowScan scan = split_row ? combined_scan(chunks + g * split.chunks, split.chunks) : scan_row(r);
     if (scan.bad != INT64_MAX) {
         /* the value is read by the thread that records it only */
         const float value = threadIdx.x == 0 ? load_logit(r.data, dtype, scan.bad) : 0.0f;
@@ -827,14 +974,19 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     }
 
     Dist d;
-    const int32_t n_short = build_dist(s, r, scan, d, sh);
+    SplitRow listed = { NULL, NULL, 0, 0 };
+    if (split_row && split_short_list(s, V, split.list_len))
+        listed = { chunks + g * split.chunks, lists + (size_t)g * split.chunks * split.list_len, split.chunks,
+                   split.list_len };
+    const int32_t n_short = build_dist(s, r, scan, listed.chunks ? &listed : NULL, d, sh);
     int32_t token;
     int stops;
     if (!choose_token(task, d, n_short, sparse_cap, sp_keys, sp_sums, sh, &token, &stops)) return;
     if (token < 0) token = d.best; /* unreachable: the target is below the total */
 
     RawNorm norm{0.0f, 1.0};
-    if (s.out_logprobs || s.out_top_probs) norm = raw_normaliser(r);
+    if (s.out_logprobs || s.out_top_probs)
+        norm = split_row ? combined_norm(chunks + g * split.chunks, split.chunks) : raw_normaliser(r);
     if (threadIdx.x == 0) {
         s.out_tokens[i] = token;
         if (s.out_logprobs)
@@ -862,15 +1014,33 @@ cudaError_t pyspec_cuda_rows_set_max_smem(size_t bytes) {
     return cudaFuncSetAttribute(rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+cudaError_t pyspec_cuda_chunks_set_max_smem(size_t bytes) {
+    return cudaFuncSetAttribute(chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+cudaError_t pyspec_cuda_launch_chunks(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
+                                      int64_t total_rows, int64_t n_vocab, int32_t dtype,
+                                      int32_t window_cap, pyspec_cuda_split split,
+                                      const pyspec_cuda_err *d_seq_err,
+                                      pyspec_cuda_chunk *d_chunks, unsigned long long *d_lists,
+                                      cudaStream_t stream) {
+    const size_t smem = (size_t)window_cap * sizeof(int32_t);
+    chunks_kernel<<<(unsigned)(total_rows * split.chunks), NT, smem, stream>>>(
+        d_seqs, n_seqs, n_vocab, dtype, window_cap, split, d_seq_err, d_chunks, d_lists);
+    return cudaGetLastError();
+}
+
 cudaError_t pyspec_cuda_launch_rows(const pyspec_cuda_seq *d_seqs, int64_t n_seqs,
                                     int64_t total_rows, int64_t n_vocab, int32_t dtype,
                                     int32_t window_cap, int32_t sparse_cap,
+                                    pyspec_cuda_split split, const pyspec_cuda_chunk *d_chunks,
+                                    const unsigned long long *d_lists,
                                     const pyspec_cuda_err *d_seq_err, pyspec_cuda_err *d_row_err,
                                     cudaStream_t stream) {
     size_t smem = pyspec_cuda_rows_smem(window_cap, sparse_cap);
     rows_kernel<<<(unsigned)total_rows, NT, smem, stream>>>(d_seqs, n_seqs, n_vocab, dtype,
-                                                            window_cap, sparse_cap, d_seq_err,
-                                                            d_row_err);
+                                                            window_cap, sparse_cap, split, d_chunks,
+                                                            d_lists, d_seq_err, d_row_err);
     return cudaGetLastError();
 }
 #endif /* PYSPEC_CUDA_EMULATE */

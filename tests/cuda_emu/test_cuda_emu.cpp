@@ -38,19 +38,28 @@ std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
 uint64_t warp_exchange[32][32];
 alignas(16) unsigned char dynamic_smem[1 << 18];
 
+/* The threads of a block are made once per launch and run the blocks one after the other:
+ * between two blocks they meet at the block barrier, thread 0 having set blockIdx. (The
+ * kernels return from a block with all its threads at once, so no thread can be waiting at
+ * a __syncthreads of the block when the others reach the barrier between blocks.) */
 void launch(unsigned blocks, unsigned threads, const std::function<void()> &body) {
     blockDim.x = threads;
     block_barrier = std::make_unique<std::barrier<>>(threads);
     warp_barriers.clear();
     for (unsigned w = 0; w < threads / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
-    for (unsigned b = 0; b < blocks; ++b) {
-        blockIdx_shared.x = b;
-        std::vector<std::thread> ts;
-        ts.reserve(threads);
-        for (unsigned t = 0; t < threads; ++t)
-            ts.emplace_back([&body, t] { threadIdx.x = t; body(); });
-        for (auto &t : ts) t.join();
-    }
+    std::vector<std::thread> ts;
+    ts.reserve(threads);
+    for (unsigned t = 0; t < threads; ++t)
+        ts.emplace_back([&body, t, blocks] {
+            threadIdx.x = t;
+            for (unsigned b = 0; b < blocks; ++b) {
+                if (t == 0) blockIdx_shared.x = b;
+                block_barrier->arrive_and_wait();
+                body();
+                block_barrier->arrive_and_wait();
+            }
+        });
+    for (auto &t : ts) t.join();
 }
 }  // namespace emu
 
@@ -85,8 +94,11 @@ static bool same_error_record(const pyspec_cuda_err &em, const RefSeq &ref, int 
     }
     return true;
 }
+/* The kernels of a call as api.cu enqueues them; `chunks` > 1 asks for split rows (capped as
+ * on a device by the list length, but with no minimum chunk length: small vocabularies split
+ * too, into chunks of a few tokens or none). */
 static EmuResult run_emulated(const pyspec_sequence *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
-                              unsigned threads) {
+                              unsigned threads, int64_t chunks = 1) {
     std::vector<pyspec_cuda_seq> d(n_seqs);
     int64_t base = 0, window = 0, sparse = 0;
     for (int64_t s = 0; s < n_seqs; ++s) {
@@ -107,8 +119,17 @@ static EmuResult run_emulated(const pyspec_sequence *seqs, int64_t n_seqs, int64
     const pyspec_cuda_seq *dp = d.data();
     emu::launch((unsigned)n_seqs, 64, [&] { validate_kernel(dp, V, seq_err.data()); });
     const int32_t wc = pow2_at_least(window), sc = pow2_at_least(sparse);
-    emu::launch((unsigned)total_rows, threads,
-                [&] { rows_kernel(dp, n_seqs, V, dtype, wc, sc, seq_err.data(), row_err.data()); });
+    const pyspec_cuda_split split = pyspec_cuda_split_rows(seqs, n_seqs, V, chunks);
+    std::vector<pyspec_cuda_chunk> chunk_out((size_t)total_rows * split.chunks);
+    std::vector<unsigned long long> lists((size_t)total_rows * split.chunks * split.list_len + 1);
+    if (split.chunks > 1)
+        emu::launch((unsigned)(total_rows * split.chunks), threads, [&] {
+            chunks_kernel(dp, n_seqs, V, dtype, wc, split, seq_err.data(), chunk_out.data(), lists.data());
+        });
+    emu::launch((unsigned)total_rows, threads, [&] {
+        rows_kernel(dp, n_seqs, V, dtype, wc, sc, split, chunk_out.data(), lists.data(), seq_err.data(),
+                    row_err.data());
+    });
     emu::launch(1, 64, [&] { finish_kernel(dp, n_seqs, seq_err.data(), row_err.data(), &err); });
     return { err.status, err };
 }
@@ -184,6 +205,42 @@ static int check_token_error_records(void) {
     return failures;
 }
 
+// Split rows whose top-k sees every finite candidate, or a few more: rows of equal finite
+// logits spread over the chunks (ties rank by id), the rest -inf, so that a chunk's lost
+// count or candidate changes which tokens are drawn for most seeds. Random cases seldom
+// land there: their rows have one logit far above the rest.
+static int check_split_rows(void) {
+    const int64_t V = 4096;
+    int failures = 0;
+    for (const int n_finite : { 30, 40, 55 })
+        for (const int64_t chunks : { 2, 5, 16 })
+            for (int seed = 0; seed < 12; ++seed) {
+                std::vector<float> row(V, -INFINITY);
+                for (int j = 0; j < n_finite; ++j) row[7 + 73 * j] = j % 2 ? 1.0f : 0.5f;
+                int32_t out = -1;
+                int64_t n_acc = -1;
+                pyspec_sequence seq;
+                memset(&seq, 0, sizeof seq);
+                seq.target_logits = row.data();
+                seq.logits_row_stride = V;
+                seq.params.temperature = 1.0f;
+                seq.params.top_k = 40;
+                seq.params.top_p = 1.0f;
+                seq.params.penalty_repeat = 1.0f;
+                seq.params.seed = 1000 + (uint64_t)seed;
+                seq.out_tokens = &out;
+                seq.out_n_accepted = &n_acc;
+                const RefSeq ref = ref_seq(seq, V, PYSPEC_F32);
+                const EmuResult r = run_emulated(&seq, 1, V, PYSPEC_F32, 64, chunks);
+                if (r.status || ref.status || out != ref.tokens[0]) {
+                    ++failures;
+                    printf("split row: %d finite, %lld chunks, seed %d: token %d, reference %d\n", n_finite,
+                           (long long)chunks, seed, out, ref.tokens.empty() ? -1 : ref.tokens[0]);
+                }
+            }
+    return failures;
+}
+
 int main(int argc, char **argv) {
     const int n_cases = argc > 1 ? atoi(argv[1]) : 300;
     const unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 64;
@@ -193,9 +250,10 @@ int main(int argc, char **argv) {
     pyspec_verifier *cpu = NULL;
     pyspec_error e;
     if (pyspec_verifier_create(151936, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
-    int failures = check_token_error_records(), greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0,
+    int failures = check_token_error_records() + check_split_rows(), greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0,
         with_errors = 0;
     const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
+    const int64_t SPLITS[] = { 2, 3, 5, 16 }; /* chunks per row of the split pass */
     for (int c = 0; c < n_cases; ++c) {
         const int64_t V = big ? (rng() % 2 ? 32000 : 151936) : V_LIST[rng() % 6];
         const int32_t dtype = (int32_t)(rng() % 3);
@@ -210,6 +268,11 @@ int main(int argc, char **argv) {
         for (auto &x : f) x = ties ? std::round(g(rng)) : g(rng);
         for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] += 8.0f;
         if (masks) for (auto &x : f) if (rng() % 3 == 0) x = -INFINITY;
+        if (masks && c % 2 == 0) // about as many finite logits as a top-k keeps, or fewer
+            for (int r = 0; r < rows; ++r) {
+                const uint64_t keep = 1 + rng() % 60;
+                for (int64_t t = 0; t < V; ++t) if (rng() % V >= keep) f[(size_t)r * V + t] = -INFINITY;
+            }
         if (masks) for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] = 1.0f; // one finite
         if (inject) f[rng() % f.size()] = rng() % 2 ? NAN : INFINITY;
         std::vector<uint16_t> h16(f.size());
@@ -225,7 +288,7 @@ int main(int argc, char **argv) {
         std::vector<pyspec_draft_probs> dps(n_seqs);
         std::vector<int32_t> out_cpu(rows), out_emu(rows);
         std::vector<float> top_cpu(rows), top_emu(rows); // every other case asks for them
-        const bool want_top = c % 2 == 0;
+        const bool want_top = c % 4 < 2;
         std::vector<int64_t> n_cpu(n_seqs), n_emu(n_seqs);
         int row0 = 0;
         for (int s = 0; s < n_seqs; ++s) {
@@ -297,14 +360,6 @@ int main(int argc, char **argv) {
             row0 += ks[s] + 1;
         }
         const int st_cpu = pyspec_verify_batch(cpu, seqs.data(), n_seqs, V, dtype, 1, &e);
-        // the emulated GPU
-        row0 = 0;
-        for (int s = 0; s < n_seqs; ++s) {
-            seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s];
-            seqs[s].out_top_probs = want_top ? top_emu.data() + row0 : NULL;
-            row0 += ks[s] + 1;
-        }
-        EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads);
         // the reference, sequence by sequence (its first error is the call's)
         int st_ref = 0, bad_seq = -1;
         std::vector<RefSeq> ref(n_seqs);
@@ -313,54 +368,66 @@ int main(int argc, char **argv) {
             st_ref = ref[s].status;
             if (st_ref) bad_seq = s;
         }
-        ++compared;
-        if (st_ref || em.status || st_cpu) {
-            ++with_errors;
-            if (st_ref != em.status || st_cpu != em.status) {
-                ++failures;
-                printf("case %d: status ref %d emu %d (kind %d seq %lld row %lld) cpu %d (%s)\n", c, st_ref, em.status,
-                       em.err.kind, (long long)em.err.seq, (long long)em.err.row, st_cpu, e.message);
-            } else if (!same_error_record(em.err, ref[bad_seq], bad_seq, e.message)) {
-                ++failures;  // same status, another error: the record, field by field
-                printf("case %d: error record emu kind %d seq %lld row %lld index %lld token %d; ref kind %d "
-                       "seq %d row %lld index %lld token %d; cpu: %s\n", c, em.err.kind, (long long)em.err.seq,
-                       (long long)em.err.row, (long long)em.err.index, em.err.token, ref[bad_seq].error.err_kind,
-                       bad_seq, (long long)ref[bad_seq].err_row, (long long)ref[bad_seq].error.err_index,
-                       ref[bad_seq].error.err_token, e.message);
+        // the emulated GPU, whole rows and (every other case) split rows: the same tokens
+        for (int pass = 0; pass < 1 + c % 2; ++pass) {
+            const int64_t chunks = pass == 0 ? 1 : SPLITS[c / 2 % 4];
+            row0 = 0;
+            for (int s = 0; s < n_seqs; ++s) {
+                seqs[s].out_tokens = out_emu.data() + row0; seqs[s].out_n_accepted = &n_emu[s];
+                seqs[s].out_top_probs = want_top ? top_emu.data() + row0 : NULL;
+                row0 += ks[s] + 1;
             }
-            continue;
-        }
-        row0 = 0;
-        for (int s = 0; s < n_seqs; ++s) {
-            bool same = n_emu[s] == ref[s].n_accepted;
-            for (int64_t i = 0; same && i <= n_emu[s]; ++i) same = out_emu[row0 + i] == ref[s].tokens[i];
-            if (!same) {
-                ++failures;
-                printf("case %d seq %d: V %lld dtype %d mode %d T %g top_k %d top_p %g min_p %g pen %d: emu n %lld, ref n %lld",
-                       c, s, (long long)V, dtype, mode, seqs[s].params.temperature, seqs[s].params.top_k,
-                       seqs[s].params.top_p, seqs[s].params.min_p, seqs[s].params.penalty_last_n,
-                       (long long)n_emu[s], (long long)ref[s].n_accepted);
-                for (int64_t i = 0; i <= std::min<int64_t>(n_emu[s], (int64_t)ref[s].tokens.size() - 1); ++i)
-                    printf(" [%d %d]", out_emu[row0 + i], ref[s].tokens[i]);
-                printf("\n");
-            }
-            bool same_cpu = n_emu[s] == n_cpu[s];
-            for (int64_t i = 0; same_cpu && i <= n_emu[s]; ++i) same_cpu = out_emu[row0 + i] == out_cpu[row0 + i];
-            if (!same_cpu) {
-                if (!(seqs[s].params.temperature > 0.0f)) ++greedy_cpu_diff;
-                else ++sampled_cpu_diff;
-            }
-            // Top probabilities: the device sums every term, the CPU leaves out those more
-            // than PYSPEC_TOP_PROB_SPAN below the maximum (higher by V * exp(-span) at most).
-            const double over = (double)V * std::exp(-(double)PYSPEC_TOP_PROB_SPAN);
-            for (int64_t i = 0; want_top && same_cpu && i <= n_emu[s]; ++i) {
-                const double got = top_emu[row0 + i], cpu_top = top_cpu[row0 + i];
-                if (!(got > 0.0 && got <= 1.0 && cpu_top >= got * (1 - 1e-4) && cpu_top <= got * (1 + 1e-4 + over))) {
+            EmuResult em = run_emulated(seqs.data(), n_seqs, V, dtype, threads, chunks);
+            compared += pass == 0;
+            if (st_ref || em.status || st_cpu) {
+                with_errors += pass == 0;
+                if (st_ref != em.status || st_cpu != em.status) {
                     ++failures;
-                    printf("case %d seq %d row %lld: top probability emu %.8g cpu %.8g\n", c, s, (long long)i, got, cpu_top);
+                    printf("case %d chunks %lld: status ref %d emu %d (kind %d seq %lld row %lld) cpu %d (%s)\n", c,
+                           (long long)chunks, st_ref, em.status,
+                           em.err.kind, (long long)em.err.seq, (long long)em.err.row, st_cpu, e.message);
+                } else if (!same_error_record(em.err, ref[bad_seq], bad_seq, e.message)) {
+                    ++failures;  // same status, another error: the record, field by field
+                    printf("case %d: error record emu kind %d seq %lld row %lld index %lld token %d; ref kind %d "
+                           "seq %d row %lld index %lld token %d; cpu: %s\n", c, em.err.kind, (long long)em.err.seq,
+                           (long long)em.err.row, (long long)em.err.index, em.err.token, ref[bad_seq].error.err_kind,
+                           bad_seq, (long long)ref[bad_seq].err_row, (long long)ref[bad_seq].error.err_index,
+                           ref[bad_seq].error.err_token, e.message);
                 }
+                continue;
             }
-            row0 += ks[s] + 1;
+            row0 = 0;
+            for (int s = 0; s < n_seqs; ++s) {
+                bool same = n_emu[s] == ref[s].n_accepted;
+                for (int64_t i = 0; same && i <= n_emu[s]; ++i) same = out_emu[row0 + i] == ref[s].tokens[i];
+                if (!same) {
+                    ++failures;
+                    printf("case %d seq %d chunks %lld: V %lld dtype %d mode %d T %g top_k %d top_p %g min_p %g pen %d: emu n %lld, ref n %lld",
+                           c, s, (long long)chunks, (long long)V, dtype, mode, seqs[s].params.temperature, seqs[s].params.top_k,
+                           seqs[s].params.top_p, seqs[s].params.min_p, seqs[s].params.penalty_last_n,
+                           (long long)n_emu[s], (long long)ref[s].n_accepted);
+                    for (int64_t i = 0; i <= std::min<int64_t>(n_emu[s], (int64_t)ref[s].tokens.size() - 1); ++i)
+                        printf(" [%d %d]", out_emu[row0 + i], ref[s].tokens[i]);
+                    printf("\n");
+                }
+                bool same_cpu = n_emu[s] == n_cpu[s];
+                for (int64_t i = 0; same_cpu && i <= n_emu[s]; ++i) same_cpu = out_emu[row0 + i] == out_cpu[row0 + i];
+                if (!same_cpu) {
+                    if (!(seqs[s].params.temperature > 0.0f)) ++greedy_cpu_diff;
+                    else ++sampled_cpu_diff;
+                }
+                // Top probabilities: the device sums every term, the CPU leaves out those more
+                // than PYSPEC_TOP_PROB_SPAN below the maximum (higher by V * exp(-span) at most).
+                const double over = (double)V * std::exp(-(double)PYSPEC_TOP_PROB_SPAN);
+                for (int64_t i = 0; want_top && same_cpu && i <= n_emu[s]; ++i) {
+                    const double got = top_emu[row0 + i], cpu_top = top_cpu[row0 + i];
+                    if (!(got > 0.0 && got <= 1.0 && cpu_top >= got * (1 - 1e-4) && cpu_top <= got * (1 + 1e-4 + over))) {
+                        ++failures;
+                        printf("case %d seq %d row %lld: top probability emu %.8g cpu %.8g\n", c, s, (long long)i, got, cpu_top);
+                    }
+                }
+                row0 += ks[s] + 1;
+            }
         }
     }
     printf("%d cases (%d with errors), %d block threads: %d differ from the reference; vs the CPU library: "
