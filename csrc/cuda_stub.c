@@ -20,6 +20,11 @@ pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t max_seqs, i
 
 void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier) { (void)verifier; }
 
+pyspec_status pyspec_cuda_verifier_split_rows(pyspec_cuda_verifier *verifier, int32_t on,
+                                              pyspec_error *err) {
+    return pyspec_fail(err, PYSPEC_ERR_CUDA, NO_CUDA);
+}
+
 pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *verifier, const pyspec_sequence *seqs,
                                        int64_t n_seqs, int64_t n_vocab, int32_t dtype,
                                        void *stream, pyspec_error *err) {

@@ -374,6 +374,15 @@ PYSPEC_API pyspec_status pyspec_cuda_verifier_create(int64_t max_vocab, int64_t 
 /* Frees a CUDA verifier (waits for its device work). NULL is allowed. */
 PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
 
+/* Split rows, off by default (it has run in the host emulation of the kernels, not yet on a
+ * GPU): with on != 0, a call with fewer verify rows than the device has multiprocessors
+ * first scans each row with several blocks, one chunk of the vocabulary each, and each
+ * row's block then works from what they found instead of reading the whole row alone. The
+ * tokens are the same either way (everything that decides them is an exact count, maximum
+ * or list); log-probabilities may differ in the last bits. Takes effect from the next call. */
+PYSPEC_API pyspec_status pyspec_cuda_verifier_split_rows(pyspec_cuda_verifier *verifier, int32_t on,
+                                                         pyspec_error *err);
+
 /* pyspec_verify_batch on the GPU, enqueued on `stream` (a cudaStream_t; NULL is the legacy
  * default stream) without waiting for the device. `seqs` is a HOST array of descriptors;
  * every pointer inside them (target_logits, draft_tokens, draft_probs->probs and ->tokens,
@@ -382,7 +391,8 @@ PYSPEC_API void pyspec_cuda_verifier_free(pyspec_cuda_verifier *verifier);
  * the verifier's device, except `draft_probs` itself, which points at a host struct.
  * Results are ready when the stream is. Emitted tokens are identical to the CPU path's.
  * Launches: ceil(n_seqs / 96) descriptor copies, then 3 kernels (validate; one block per
- * verify row; finish), whatever the draft lengths. Needs a driver for CUDA 12.1 or later
+ * verify row; finish), whatever the draft lengths, and a fourth (the chunk pass) before
+ * the row kernel when rows are split (pyspec_cuda_verifier_split_rows). Needs a driver for CUDA 12.1 or later
  * (large kernel parameters). Logprobs match the CPU path's to float rounding, not bitwise;
  * top probabilities sum every term of the row (the CPU path leaves out those more than
  * PYSPEC_TOP_PROB_SPAN below the maximum, so its value may be higher by its bound).

@@ -11,6 +11,11 @@ Results come back as small host arrays (``VerifyResult``), after the work enqueu
 ``stream`` is done. ``verify_from_device_pointer`` is the raw entry point: device addresses
 in, results written into the caller's device buffers, nothing waited for unless asked.
 
+``PYSPEC_CUDA_SPLIT_ROWS=1`` turns on split rows for the verifiers made after it is set
+(``pyspec_cuda_verifier_split_rows`` in pyspec.h; off by default until it has been timed on
+a GPU): calls with fewer rows than the device has multiprocessors scan each row with several
+blocks. The tokens are the same either way.
+
 ``stream`` is ``None`` (the legacy default stream), an integer ``cudaStream_t``, or a stream
 object with ``cuda_stream`` (PyTorch) or ``ptr`` (CuPy). The work is enqueued on it, so
 order it after whatever produced the logits (PyTorch: ``torch.cuda.current_stream()``).
@@ -39,6 +44,7 @@ from pyspec.arrays.view import ArrayView
 from pyspec.errors import CudaUnavailableError, InvalidInputError
 from pyspec.params import SamplingParams
 from pyspec.request import SparseDraftProbs, VerifyRequest, VerifyResult
+from pyspec.switches import switched_on
 
 HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1  # pyspec_cuda_memcpy's kinds
 
@@ -107,10 +113,16 @@ DEFAULT_ROWS_PER_SEQUENCE = 17
 
 
 class CudaVerifier:
-    """A CUDA verifier with its device workspace (allocated once; see pyspec.h)."""
+    """A CUDA verifier with its device workspace (allocated once; see pyspec.h). split_rows:
+    None follows ``PYSPEC_CUDA_SPLIT_ROWS`` (off unless it says on)."""
 
     def __init__(
-        self, max_vocab: int, max_seqs: int = 64, max_rows: Optional[int] = None, device: int = 0
+        self,
+        max_vocab: int,
+        max_seqs: int = 64,
+        max_rows: Optional[int] = None,
+        device: int = 0,
+        split_rows: Optional[bool] = None,
     ):
         backend.require()
         if max_rows is None:
@@ -122,6 +134,10 @@ class CudaVerifier:
             self._err,
         )
         self._ptr = out[0]
+        if split_rows is None:
+            split_rows = switched_on("PYSPEC_CUDA_SPLIT_ROWS")
+        check(lib.pyspec_cuda_verifier_split_rows(self._ptr, int(split_rows), self._err), self._err)
+        self.split_rows = bool(split_rows)
         self.max_vocab, self.max_seqs, self.max_rows, self.device = (
             max_vocab,
             max_seqs,

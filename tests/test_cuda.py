@@ -54,6 +54,8 @@ def test_device_count_and_create_fail_cleanly_without_a_device():
     assert out[0] == ffi.NULL
     lib.pyspec_cuda_verifier_free(ffi.NULL)
     assert lib.pyspec_cuda_verify_batch(ffi.NULL, ffi.NULL, 0, 10, 0, ffi.NULL, err) != 0
+    split_status = lib.pyspec_cuda_verifier_split_rows(ffi.NULL, 1, err)
+    assert split_status == (Status.NULL if pyspec.HAS_CUDA else CUDA_STATUS)
     with pytest.raises(PyspecError) as info:
         pyspec.cuda.CudaVerifier(1000)
     assert info.value.status == CUDA_STATUS
@@ -505,6 +507,44 @@ def test_gpu_ragged_batch_equals_cpu(dtype):
         want = cpu_verify(host, dtype, draft, None, params, pos)
         assert g.n_accepted == want.n_accepted
         np.testing.assert_array_equal(g.tokens, want.tokens)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("mode", ["point", "dense", "sparse"])
+def test_gpu_split_rows_give_the_cpu_tokens(monkeypatch, dtype, mode):
+    """Split rows (PYSPEC_CUDA_SPLIT_ROWS=1): calls of a few rows over a real vocabulary
+    size, so every row is scanned by several blocks; every parameter set, logprobs and top
+    probabilities too."""
+    monkeypatch.setenv("PYSPEC_CUDA_SPLIT_ROWS", "1")
+    with pyspec.cuda.use_backend(pyspec.cuda.CudaBackend()) as split_backend:
+        rng = np.random.default_rng(zlib.crc32(f"split/{dtype}/{mode}".encode()))
+        V = 151936
+        for params in PARAMS:
+            k = int(rng.integers(0, 4))
+            logits = lm_like_logits(rng, k + 1, V)
+            draft, q_host, q_dev = _draft_modes(rng, logits, k, V, mode)
+            history = list(rng.integers(0, V, size=20))
+            want = cpu_verify(
+                host_copy(logits, dtype), dtype, draft, q_host, params, 99, history, True, True
+            )
+            got = pyspec.verify(
+                to_device(logits, dtype),
+                draft,
+                q_dev,
+                params,
+                99,
+                logprobs=True,
+                penalty_history=history,
+                top_probs=True,
+            )
+            assert got.n_accepted == want.n_accepted, (params, got, want)
+            np.testing.assert_array_equal(got.tokens, want.tokens)
+            np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
+            over = V * np.exp(-float(lib.PYSPEC_TOP_PROB_SPAN))
+            assert np.all(want.top_probs >= got.top_probs * (1 - 1e-4))
+            assert np.all(want.top_probs <= got.top_probs * (1 + 1e-4 + over))
+        assert split_backend.existing_verifier(0).split_rows
 
 
 @gpu

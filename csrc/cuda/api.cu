@@ -123,6 +123,13 @@ fail:
     return cuda_fail(err, what, e);
 }
 
+extern "C" pyspec_status pyspec_cuda_verifier_split_rows(pyspec_cuda_verifier *v, int32_t on,
+                                                         pyspec_error *err) {
+    if (!v) return pyspec_fail(err, PYSPEC_ERR_NULL, "verifier is NULL");
+    v->split_rows = on != 0;
+    return PYSPEC_OK;
+}
+
 static int32_t pow2_at_least(int64_t n) {
     if (n <= 0) return 0;
     int32_t p = 1;
@@ -210,9 +217,10 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
     }
     if ((e = pyspec_cuda_launch_validate(v->d_seqs, n_seqs, n_vocab, v->d_seq_err, st)) != cudaSuccess)
         return cuda_fail(err, "the validate kernel launch", e);
-    /* Fewer rows than multiprocessors: several blocks scan each row first (stage.h). */
-    pyspec_cuda_split split =
-        pyspec_cuda_split_rows(seqs, n_seqs, n_vocab, pyspec_cuda_wanted_chunks(total_rows, n_vocab, v->sms));
+    /* Split rows (when on): with fewer rows than multiprocessors, several blocks scan each
+     * row first (stage.h). */
+    const int64_t wanted = v->split_rows ? pyspec_cuda_wanted_chunks(total_rows, n_vocab, v->sms) : 1;
+    const pyspec_cuda_split split = pyspec_cuda_split_rows(seqs, n_seqs, n_vocab, wanted);
     if (split.chunks > 1 &&
         (e = pyspec_cuda_launch_chunks(v->d_seqs, n_seqs, total_rows, n_vocab, dtype, window_cap, split,
                                        v->d_seq_err, v->d_chunks, v->d_lists, st)) != cudaSuccess)

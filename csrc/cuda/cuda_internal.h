@@ -112,6 +112,7 @@ struct pyspec_cuda_verifier {
     pyspec_cuda_err *d_err;     /* 1: the sticky first failure                   */
     size_t           max_dyn_smem;
     int32_t          sms;       /* multiprocessors: a call with fewer rows splits them */
+    int32_t          split_rows; /* pyspec_cuda_verifier_split_rows                   */
     pyspec_cuda_chunk *d_chunks; /* PYSPEC_CUDA_SPLIT_BLOCKS(sms) chunk records      */
     unsigned long long *d_lists; /* sms * PYSPEC_CUDA_UNION_MAX listed candidates    */
 };

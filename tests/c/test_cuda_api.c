@@ -30,6 +30,9 @@ void test_cuda_entry_points(void) {
           "verify_batch(NULL verifier) must fail");
     CHECK(pyspec_cuda_verifier_last_error(NULL, NULL, &e) != PYSPEC_OK,
           "last_error(NULL verifier) must fail");
+    st = pyspec_cuda_verifier_split_rows(NULL, 1, &e);
+    CHECK(st == (pyspec_has_cuda() ? PYSPEC_ERR_NULL : PYSPEC_ERR_CUDA), "split_rows(NULL verifier) gave %d '%s'",
+          st, e.message);
     pyspec_cuda_verifier *v = NULL;
     st = pyspec_cuda_verifier_create(1000, 4, 8, 0, &v, &e);
     if (st != PYSPEC_OK || n <= 0) {
