@@ -1081,9 +1081,15 @@ def _device_bench(d: dict) -> list:
     )
     header = ["vocabulary", "dtype", "sampling", "batch", "k", "call", "logits read", "of copy"]
     if paired:
+        before_is = d["bench_paired"].get(
+            "before_is",
+            "the row kernel before this one (one load in flight per thread, "
+            "one shared atomic per histogram entry)",
+        )
+        after_is = d["bench_paired"].get("after_is")
+        speed_up = f"the speed-up of {after_is}" if after_is else "this one's speed-up"
         intro += (
-            "; the last column, the row kernel before this one (one load in flight per thread, "
-            "one shared atomic per histogram entry) and this one's speed-up, medians of "
+            f"; the last column, {before_is} and {speed_up}, medians of "
             f"{len(d['bench_paired']['before'])} runs of each, alternating in one lease"
         )
         header.append("before, speed-up")

@@ -149,6 +149,23 @@ def test_a_paired_before_and_after_gives_medians_and_the_speed_up(tmp_path):
     assert "medians of 2 runs of each" in text
 
 
+def test_a_paired_run_says_which_build_and_setting_each_side_is(tmp_path):
+    paired = tmp_path / "paired"
+    paired.mkdir()
+    for name in ("old1", "new1"):
+        (paired / f"{name}.json").write_text(json.dumps(BENCH))
+    (paired / "sides.txt").write_text(
+        "before: this build, split rows off\nafter: this build, split rows on\n"
+    )
+    data = keep_device_results.collect(_checks_dir(tmp_path), None, paired)
+    assert data["bench_paired"]["before_is"] == "this build, split rows off"
+    text = _render(tmp_path, data)
+    assert (
+        "the last column, this build, split rows off and the speed-up of this build, "
+        "split rows on, medians of 1 runs" in text
+    )
+
+
 def test_a_paired_folder_must_hold_both_sides(tmp_path):
     paired = tmp_path / "paired"
     paired.mkdir()

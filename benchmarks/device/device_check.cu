@@ -10,7 +10,10 @@
 //   device_check bench  [out.json]   achieved HBM bandwidth of pyspec_cuda_verify_batch
 //                                    (logit bytes / kernel time by CUDA events) for batch 1
 //                                    and 64, k in {1, 4, 8}, V in {151936, 262144}, f32 and
-//                                    bf16, against a device-to-device copy.
+//                                    bf16, against a device-to-device copy; split rows on
+//                                    where SPLIT_ROWS=1 (pyspec_cuda_verifier_split_rows).
+// The check alternates split rows off and on from one call to the next, so both paths
+// meet the same kinds of calls.
 //
 // Built by run_device_checks.sh: nvcc -O2 device_check.cu -I csrc -L build -lpyspec.
 #include <cuda_fp16.h>
@@ -121,6 +124,7 @@ static int check(const char *json_path) {
     if (pyspec_cuda_verifier_create(151936, max_seqs, max_seqs * (max_k + 1), 0, &gpu, &err)) {
         printf("cuda create: %s\n", err.message); return 2;
     }
+    long long split_calls = 0;
     const size_t max_elems = (size_t)max_seqs * (max_k + 1) * 151936;
     void *d_logits, *d_q, *d_qtok, *d_draft, *d_hist, *d_out, *d_lp, *d_n;
     CK(cudaMalloc(&d_logits, max_elems * 4));
@@ -245,6 +249,9 @@ static int check(const char *json_path) {
                         const int32_t dtype = dt == 0 ? PYSPEC_F32 : dt == 1 ? PYSPEC_F16 : PYSPEC_BF16;
                         pyspec_error e1, e2;
                         int st1 = pyspec_verify_batch(cpu, hs.data(), n_seqs, V, dtype, 1, &e1);
+                        const int split = (int)(cases % 2);
+                        pyspec_cuda_verifier_split_rows(gpu, split, NULL);
+                        split_calls += split;
                         int st2 = pyspec_cuda_verify_batch_sync(gpu, ds.data(), n_seqs, V, dtype, NULL, &e2);
                         ++cases;
                         ++runs[dt][mode];
@@ -351,6 +358,7 @@ static int check(const char *json_path) {
     j.num("cases", (double)cases);
     j.num("errors", (double)errors);
     j.num("max_logprob_abs_diff", max_lp_diff);
+    j.num("calls_with_split_rows", (double)split_calls);
     j.num("gpu_vs_reference_mismatches (must be 0)", (double)ref_mismatches);
     j.num("greedy_gpu_vs_cpu_mismatches (must be 0)", (double)greedy_cpu_mismatches);
     std::string m = "{";
@@ -413,6 +421,10 @@ static int bench(const char *json_path) {
     const int B_LIST[2] = { 1, 64 };
     pyspec_cuda_verifier *gpu = NULL;
     if (pyspec_cuda_verifier_create(262144, 64, 64 * 9, 0, &gpu, &err)) { printf("create: %s\n", err.message); return 2; }
+    const char *split_env = getenv("SPLIT_ROWS");
+    const int split_rows = split_env && atoi(split_env) != 0;
+    pyspec_cuda_verifier_split_rows(gpu, split_rows, NULL);
+    printf("split rows: %s\n", split_rows ? "on" : "off");
     const size_t max_bytes = (size_t)64 * 9 * 262144 * 4;
     void *d_logits, *d_draft, *d_out, *d_n;
     CK(cudaMalloc(&d_logits, max_bytes));
@@ -536,6 +548,7 @@ static int bench(const char *json_path) {
         }
     Json j;
     j.num("copy_GBps_read_plus_write", copy_bw);
+    j.num("split_rows", split_rows);
     j.raw("runs", rows + "\n  ]");
     std::string out = j.done();
     if (json_path) { FILE *fp = fopen(json_path, "w"); if (fp) { fputs(out.c_str(), fp); fclose(fp); } }

@@ -65,6 +65,12 @@ def _paired(directory: Path) -> dict:
         out[side] = [json.loads(f.read_text())["runs"] for f in files]
     if not out["before"] or len(out["before"]) != len(out["after"]):
         raise SystemExit(f"{directory}: needs as many old<i>.json as new<i>.json, at least one")
+    sides = directory / "sides.txt"  # run_all.sh: "before: ..." and "after: ..."
+    if sides.is_file():
+        for line in sides.read_text().splitlines():
+            side, _, what = line.partition(":")
+            if side in ("before", "after") and what.strip():
+                out[f"{side}_is"] = what.strip()
     return out
 
 

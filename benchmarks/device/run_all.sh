@@ -10,9 +10,11 @@
 #      memcheck) into checks/
 #   2. run_graph_checks.sh (the in-graph sampler) into graph/, where build/device-graph was
 #      carried (graph_prebuild.sh --cuda-libs makes it)
-#   3. where build/device-before holds another build's device_check (prebuild.sh of the
-#      commit to compare, copied there), `device_check bench` of it and of this build,
-#      alternating, PAIRS times (default 2) into paired/ (old<i>.json, new<i>.json)
+#   3. `device_check bench` before and after, alternating, PAIRS times (default 2) into
+#      paired/ (old<i>.json, new<i>.json, sides.txt saying which is which): before is
+#      build/device-before's device_check where that was carried (prebuild.sh of the commit
+#      to compare, copied there), else this build with split rows off; after is this build
+#      with split rows on (SPLIT_ROWS=1)
 # Wheels a device Python lacks (cffi, pycparser for tests/test_cuda.py) travel in .whl
 # (docs/cuda.md says how to fetch them).
 set -uo pipefail
@@ -50,13 +52,22 @@ fi
 
 NEW=build/device/device_check
 [ -x "$NEW" ] || NEW=build/device-hand/device_check
-if [ -x build/device-before/device_check ] && [ -x "$NEW" ]; then
-  echo "== before/after bench ($(left) s left)"
+OLD=build/device-before/device_check
+if [ -x "$OLD" ]; then
+  echo "before: the row kernel of build/device-before ($(cat build/device-before/COMMIT 2>/dev/null || echo 'commit not recorded'))" >"$W/paired/sides.txt"
+else
+  OLD=$NEW
+  echo "before: this build, split rows off" >"$W/paired/sides.txt"
+fi
+echo "after: this build, split rows on" >>"$W/paired/sides.txt"
+if [ -x "$NEW" ]; then
+  echo "== before/after bench ($(left) s left): $(tr '\n' ';' <"$W/paired/sides.txt")"
   for i in $(seq 1 "${PAIRS:-2}"); do
     for side in old new; do
       [ "$(left)" -gt 30 ] || break 2
-      prog=$([ $side = old ] && echo build/device-before/device_check || echo "$NEW")
-      timeout 40 "$prog" bench "$W/paired/$side$i.json" >"$W/paired/$side$i.txt" 2>&1
+      prog=$([ $side = old ] && echo "$OLD" || echo "$NEW")
+      split=$([ $side = old ] && echo 0 || echo 1)
+      SPLIT_ROWS=$split timeout 40 "$prog" bench "$W/paired/$side$i.json" >"$W/paired/$side$i.txt" 2>&1
       echo "$side$i: rc=$?"
     done
   done
