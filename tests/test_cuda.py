@@ -476,14 +476,20 @@ def test_gpu_tokens_equal_cpu_tokens(dtype, mode, params):
             penalty_history=history,
             top_probs=True,
         )
-        assert got.n_accepted == want.n_accepted, (trial, got, want)
-        np.testing.assert_array_equal(got.tokens, want.tokens)
-        np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
-        # The device sums every term; the CPU leaves out those 16 below the maximum, which
-        # raises its value by at most V * exp(-16) of itself.
-        over = V * np.exp(-float(lib.PYSPEC_TOP_PROB_SPAN))
-        assert np.all(want.top_probs >= got.top_probs * (1 - 1e-4))
-        assert np.all(want.top_probs <= got.top_probs * (1 + 1e-4 + over))
+        _assert_same_as_cpu(got, want, V, trial)
+
+
+def _assert_same_as_cpu(got, want, V: int, what) -> None:
+    """The device's result is the CPU's: tokens exactly, logprobs and top probabilities to
+    float rounding."""
+    assert got.n_accepted == want.n_accepted, (what, got, want)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
+    # The device sums every term; the CPU leaves out those 16 below the maximum, which
+    # raises its value by at most V * exp(-16) of itself.
+    over = V * np.exp(-float(lib.PYSPEC_TOP_PROB_SPAN))
+    assert np.all(want.top_probs >= got.top_probs * (1 - 1e-4))
+    assert np.all(want.top_probs <= got.top_probs * (1 + 1e-4 + over))
 
 
 @gpu
@@ -538,12 +544,7 @@ def test_gpu_split_rows_give_the_cpu_tokens(monkeypatch, dtype, mode):
                 penalty_history=history,
                 top_probs=True,
             )
-            assert got.n_accepted == want.n_accepted, (params, got, want)
-            np.testing.assert_array_equal(got.tokens, want.tokens)
-            np.testing.assert_allclose(got.logprobs, want.logprobs, rtol=1e-4, atol=1e-4)
-            over = V * np.exp(-float(lib.PYSPEC_TOP_PROB_SPAN))
-            assert np.all(want.top_probs >= got.top_probs * (1 - 1e-4))
-            assert np.all(want.top_probs <= got.top_probs * (1 + 1e-4 + over))
+            _assert_same_as_cpu(got, want, V, params)
         assert split_backend.existing_verifier(0).split_rows
 
 

@@ -14,6 +14,13 @@
 
 #include "cuda_internal.h"
 
+/* The block's dynamic shared memory (on the host, the emulator's buffer). */
+#ifdef PYSPEC_CUDA_EMULATE
+#  define DYNAMIC_SHARED(name) unsigned char *name = emu::dynamic_smem
+#else
+#  define DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 /* A 16-bit logit as float (exact): binary16, or bf16 (the high half of a binary32). */
 static __device__ __forceinline__ float half_bits_float(uint16_t bits, int32_t dtype) {
     if (dtype == PYSPEC_F16) return __half2float(__ushort_as_half(bits));

@@ -886,11 +886,7 @@ static __global__ void __launch_bounds__(NT)
 chunks_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtype,
               int32_t window_cap, pyspec_cuda_split split, const pyspec_cuda_err *seq_err,
               pyspec_cuda_chunk *chunks, unsigned long long *lists) {
-#ifdef PYSPEC_CUDA_EMULATE
-    unsigned char *dyn = emu::dynamic_smem;
-#else
-    extern __shared__ __align__(16) unsigned char dyn[];
-#endif
+    DYNAMIC_SHARED(dyn);
     __shared__ ChunkShared sh;
     const int64_t g = blockIdx.x / split.chunks, c = blockIdx.x % split.chunks;
     const int64_t si = owning_sequence(seqs, n_seqs, g);
@@ -940,11 +936,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
             int32_t window_cap, int32_t sparse_cap, pyspec_cuda_split split,
             const pyspec_cuda_chunk *chunks, const unsigned long long *lists,
             const pyspec_cuda_err *seq_err, pyspec_cuda_err *row_err) {
-#ifdef PYSPEC_CUDA_EMULATE
-    unsigned char *dyn = emu::dynamic_smem;
-#else
-    extern __shared__ __align__(16) unsigned char dyn[];
-#endif
+    DYNAMIC_SHARED(dyn);
     __shared__ Shared sh;
     const int64_t g = blockIdx.x;
     const int64_t si = owning_sequence(seqs, n_seqs, g);
