@@ -1073,10 +1073,13 @@ def _device_bench(d: dict) -> list:
     (the call's time is then the median of the paired runs of this kernel)."""
     b = d["bench"]
     paired = _paired_medians(d.get("bench_paired"))
+    top_p_alone = any(_sampling(e) == "top-p alone" for e in b["runs"])
     intro = (
         "One call (`device_check bench`, a CUDA-graph replay of the whole call; every draft "
         "accepted, so every row is read; sampled: temperature 0.8, top-k 40, top-p 0.95, "
-        "min-p 0.05), its logit bytes over its time against a device-to-device copy's "
+        "min-p 0.05"
+        + ("; top-p alone: temperature 1.2, top-p 0.9, no top-k" if top_p_alone else "")
+        + "), its logit bytes over its time against a device-to-device copy's "
         f"{b['copy_GBps_read_plus_write']:.0f} GB/s (read + write)"
     )
     header = ["vocabulary", "dtype", "sampling", "batch", "k", "call", "logits read", "of copy"]
@@ -1105,7 +1108,7 @@ def _device_bench(d: dict) -> list:
             (
                 str(e["V"]),
                 e["dtype"],
-                "greedy" if e["params"] == "greedy" else "sampled",
+                _sampling(e),
                 str(e["batch"]),
                 str(e["k"]),
                 f"{us:.0f} us",
@@ -1158,10 +1161,11 @@ def cuda_device_speed(run: Run) -> list:
     def gbps(runs):
         return [_call_gbps(e, paired) for e in runs]
 
+    f32 = [e for e in f32 if _sampling(e) in ("greedy", "sampled")]
     one = [e for e in f32 if e["batch"] == 1]
     many = [e for e in f32 if e["batch"] > 1]
-    greedy = min(_call_us(e, paired) for e in one if e["params"] == "greedy")
-    sampled = min(_call_us(e, paired) for e in one if e["params"] != "greedy")
+    greedy = min(_call_us(e, paired) for e in one if _sampling(e) == "greedy")
+    sampled = min(_call_us(e, paired) for e in one if _sampling(e) == "sampled")
     copy = b["copy_GBps_read_plus_write"]
     gpu = run.data.get("gpu", "the GPU").split(",")[0]
     return [
@@ -1171,6 +1175,13 @@ def cuda_device_speed(run: Run) -> list:
         f"{many[0]['batch']}, {_span(gbps([e for e in many if e['params'] == 'greedy']), '{:.0f}')}"
         f" GB/s greedy (`{run.where}`)."
     ]
+
+
+def _sampling(e: dict) -> str:
+    """A bench case's sampling as the tables name it (device_check's parameter sets)."""
+    if e["params"] == "greedy":
+        return "greedy"
+    return "top-p alone" if e["params"].startswith("top_p") else "sampled"
 
 
 def _bench_key(e: dict) -> tuple:

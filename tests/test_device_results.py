@@ -166,6 +166,25 @@ def test_a_paired_run_says_which_build_and_setting_each_side_is(tmp_path):
     )
 
 
+def test_top_p_alone_rows_are_named_and_left_out_of_the_status_sentence(tmp_path):
+    from _readme_sections import cuda_device_speed
+
+    runs = []
+    for params, us in (("greedy", 40.0), ("top_k40_top_p0.95_min_p0.05_T0.8", 250.0)):
+        for batch in (1, 64):
+            runs.append(dict(BENCH["runs"][0], params=params, batch=batch, us_graph_replay=us))
+    runs.append(dict(runs[0], params="top_p0.9_T1.2", us_graph_replay=9000.0))
+    data = keep_device_results.collect(_checks_dir(tmp_path), None)
+    data["bench"] = dict(BENCH, runs=runs)
+    table = _render(tmp_path, data)
+    assert "top-p alone: temperature 1.2, top-p 0.9, no top-k" in table
+    assert "| 151936 | f32 | top-p alone | 1 | 8 | 9000 us |" in table
+    path = tmp_path / "speed.json"
+    path.write_text(json.dumps(data))
+    sentence = "\n".join(cuda_device_speed(Run("cuda-device", path, data)))
+    assert "takes 40 us greedy and 250 us sampled" in sentence
+
+
 def test_a_paired_folder_must_hold_both_sides(tmp_path):
     paired = tmp_path / "paired"
     paired.mkdir()
