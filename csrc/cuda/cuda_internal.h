@@ -25,10 +25,11 @@ extern "C" {
  * first scanned by several blocks, one chunk of the vocabulary each (verify_rows.cu's chunk
  * pass), and the row's block combines what they found. A chunk is at least MIN_CHUNK
  * tokens; a row has at most MAX_CHUNKS; a sampled top-k row's chunks hand on their own top
- * k, and the union of a row's lists (ranked in shared memory) holds at most UNION_MAX. */
-#define PYSPEC_CUDA_MAX_CHUNKS 32
+ * k, and the union of a row's lists is ranked in the short list's shared memory, so it
+ * holds at most UNION_MAX (a call with top-k 40 splits its rows into 25 chunks at most). */
+#define PYSPEC_CUDA_MAX_CHUNKS 64
 #define PYSPEC_CUDA_MIN_CHUNK 2048
-#define PYSPEC_CUDA_UNION_MAX (2 * PYSPEC_CUDA_CAND_MAX)
+#define PYSPEC_CUDA_UNION_MAX PYSPEC_CUDA_CAND_MAX
 
 /* One sequence as the kernels see it: every pointer is a device pointer. */
 typedef struct pyspec_cuda_seq {

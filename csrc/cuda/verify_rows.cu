@@ -165,10 +165,10 @@ struct Kept {
 
 /* With top-k on and at most CAND_MAX candidates, they are gathered into shared memory
  * after the top-k select and everything else (top-p, min-p, weights, draws, residual) works
- * on that short list instead of re-reading the row. cand_key holds a split row's union of
- * chunk lists (up to PYSPEC_CUDA_UNION_MAX) while it is ranked. */
+ * on that short list instead of re-reading the row. cand_key also ranks a split row's union
+ * of chunk lists (PYSPEC_CUDA_UNION_MAX == CAND_MAX entries at most). */
 struct Shared {
-    unsigned long long                   cand_key[PYSPEC_CUDA_UNION_MAX]; /* rank key, then (id << 32 | rank) */
+    unsigned long long                   cand_key[CAND_MAX]; /* rank key, then (id << 32 | rank) */
     unsigned long long                   cand_w[CAND_MAX];   /* W by rank                        */
     unsigned long long                   cand_r[CAND_MAX];   /* residual weights, in id order    */
     int32_t                              n_cand;
@@ -178,6 +178,7 @@ struct Shared {
     long long                            bcast[4];
     uint32_t                             bloom[256];
     int32_t                              found;
+    int32_t                              behind; /* the row is behind a known rejection */
     typename BlockScanU64::TempStorage   scan;
 };
 
@@ -402,7 +403,7 @@ struct SplitRow {
 
 /* The union of a split row's chunk lists, ranked in cand_key: every chunk listed its own
  * top k (or all its finite candidates), so the row's top k = the union's first n =
- * min(top_k, finite). Returns n and sets *p2. */
+ * min(top_k, finite). Returns n (never more than the union holds) and sets *p2. */
 static __device__ int32_t gather_listed(const SplitRow &sp, int64_t n, Shared &sh, int32_t *p2) {
     int32_t at = 0;
     for (int32_t c = 0; c < sp.n_chunks; ++c) {
@@ -413,7 +414,7 @@ static __device__ int32_t gather_listed(const SplitRow &sp, int64_t n, Shared &s
     }
     __syncthreads();
     *p2 = rank_entries(at, sh);
-    return (int32_t)n;
+    return (int32_t)(n < at ? n : at);
 }
 
 /* The short-list path, on the ranked top-k survivors (n of them, rank j at entry p2 - 1 - j
@@ -943,7 +944,11 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     const pyspec_cuda_seq &s = seqs[si];
     const int64_t i = g - s.row_base;
     if (seq_err[si].status != PYSPEC_OK) return;
-    if (*(volatile long long *)s.out_n_accepted < i) return; /* behind a known rejection */
+    /* Behind a known rejection: one read for the whole block (another block's atomicMin may
+     * land between two warps' reads, and a block must leave with all its threads). */
+    if (threadIdx.x == 0) sh.behind = *(volatile long long *)s.out_n_accepted < i;
+    __syncthreads();
+    if (sh.behind) return;
     const RowTask task = { &s, si, i, &row_err[g] };
 
     /* Shared memory: sparse keys, their sums, then the penalty window. */

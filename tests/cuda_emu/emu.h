@@ -13,6 +13,7 @@
 
 #define PYSPEC_CUDA_EMULATE 1
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -46,7 +47,18 @@ extern uint64_t warp_exchange[32][32];
 extern unsigned char dynamic_smem[1 << 18];
 }
 
-inline void __syncthreads() { emu::block_barrier->arrive_and_wait(); }
+namespace emu {
+extern thread_local unsigned syncs;    /* this thread's __syncthreads in the current block */
+extern std::atomic<unsigned> returned; /* threads of the current block out of the kernel  */
+void diverged(const char *what);       /* reports a block's threads parting ways, aborts  */
+}
+/* A __syncthreads after a thread of the block has left the kernel is undefined on a GPU
+ * (and would hang here): reported instead. */
+inline void __syncthreads() {
+    ++emu::syncs;
+    if (emu::returned.load()) emu::diverged("__syncthreads after a thread of the block returned");
+    emu::block_barrier->arrive_and_wait();
+}
 
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
     static_assert(sizeof(T) <= 8, "shuffle of a large type");

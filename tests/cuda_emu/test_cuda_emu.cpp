@@ -38,25 +38,44 @@ std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
 uint64_t warp_exchange[32][32];
 alignas(16) unsigned char dynamic_smem[1 << 18];
 
+thread_local unsigned syncs;
+std::atomic<unsigned> returned;
+
+void diverged(const char *what) {
+    fprintf(stderr, "block %u: %s\n", blockIdx_shared.x, what);
+    fflush(stdout);
+    std::abort();
+}
+
 /* The threads of a block are made once per launch and run the blocks one after the other:
- * between two blocks they meet at the block barrier, thread 0 having set blockIdx. (The
- * kernels return from a block with all its threads at once, so no thread can be waiting at
- * a __syncthreads of the block when the others reach the barrier between blocks.) */
+ * between two blocks they meet at the block barrier, thread 0 having set blockIdx. A block
+ * whose threads part ways (one returns while others go on to a __syncthreads, or they reach
+ * different numbers of them: undefined on a GPU) stops the test with a message. */
 void launch(unsigned blocks, unsigned threads, const std::function<void()> &body) {
     blockDim.x = threads;
     block_barrier = std::make_unique<std::barrier<>>(threads);
     warp_barriers.clear();
     for (unsigned w = 0; w < threads / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
     std::vector<std::thread> ts;
+    std::vector<unsigned> counts(threads);
     ts.reserve(threads);
     for (unsigned t = 0; t < threads; ++t)
-        ts.emplace_back([&body, t, blocks] {
+        ts.emplace_back([&body, &counts, t, blocks] {
             threadIdx.x = t;
             for (unsigned b = 0; b < blocks; ++b) {
-                if (t == 0) blockIdx_shared.x = b;
+                if (t == 0) {
+                    blockIdx_shared.x = b;
+                    returned = 0;
+                }
                 block_barrier->arrive_and_wait();
+                syncs = 0;
                 body();
+                counts[t] = syncs;
+                ++returned;
                 block_barrier->arrive_and_wait();
+                if (t == 0)
+                    for (unsigned u = 1; u < counts.size(); ++u)
+                        if (counts[u] != counts[0]) diverged("its threads reached different numbers of __syncthreads");
             }
         });
     for (auto &t : ts) t.join();
@@ -205,18 +224,25 @@ static int check_token_error_records(void) {
     return failures;
 }
 
-// Split rows whose top-k sees every finite candidate, or a few more: rows of equal finite
-// logits spread over the chunks (ties rank by id), the rest -inf, so that a chunk's lost
-// count or candidate changes which tokens are drawn for most seeds. Random cases seldom
-// land there: their rows have one logit far above the rest.
+// Split rows whose top-k sees every finite candidate, or a few more, or whose chunks each
+// hold more than k: rows of two tied finite values spread over the chunks (ties rank by
+// id), the rest -inf, so that a chunk's lost count or candidate, or a wrong cut within a
+// chunk, changes which tokens are drawn for most seeds (random cases seldom land there:
+// their rows have one logit far above the rest). Then a top-k of 500 over a flat row: the
+// union of two chunks' lists fills the short list, and more chunks are cut to two.
 static int check_split_rows(void) {
     const int64_t V = 4096;
     int failures = 0;
-    for (const int n_finite : { 30, 40, 55 })
+    struct Case { int n_finite, top_k; } cases[] = { { 30, 40 }, { 40, 40 }, { 55, 40 }, { 200, 40 }, { 200, 3 },
+                                                     { 4096, 500 } };
+    for (const Case &k : cases)
         for (const int64_t chunks : { 2, 5, 16 })
             for (int seed = 0; seed < 12; ++seed) {
                 std::vector<float> row(V, -INFINITY);
-                for (int j = 0; j < n_finite; ++j) row[7 + 73 * j] = j % 2 ? 1.0f : 0.5f;
+                const int64_t spacing = V / k.n_finite;
+                for (int j = 0; j < k.n_finite; ++j)
+                    row[(size_t)(spacing / 2 + spacing * j)] = k.top_k > 100 ? (float)((j * 7919) % 1000) / 1000.0f
+                                                                             : (j % 2 ? 1.0f : 0.5f);
                 int32_t out = -1;
                 int64_t n_acc = -1;
                 pyspec_sequence seq;
@@ -224,7 +250,7 @@ static int check_split_rows(void) {
                 seq.target_logits = row.data();
                 seq.logits_row_stride = V;
                 seq.params.temperature = 1.0f;
-                seq.params.top_k = 40;
+                seq.params.top_k = k.top_k;
                 seq.params.top_p = 1.0f;
                 seq.params.penalty_repeat = 1.0f;
                 seq.params.seed = 1000 + (uint64_t)seed;
@@ -234,10 +260,38 @@ static int check_split_rows(void) {
                 const EmuResult r = run_emulated(&seq, 1, V, PYSPEC_F32, 64, chunks);
                 if (r.status || ref.status || out != ref.tokens[0]) {
                     ++failures;
-                    printf("split row: %d finite, %lld chunks, seed %d: token %d, reference %d\n", n_finite,
+                    printf("split row: %d finite, top-k %d, %lld chunks, seed %d: token %d, reference %d\n", k.n_finite, k.top_k,
                            (long long)chunks, seed, out, ref.tokens.empty() ? -1 : ref.tokens[0]);
                 }
             }
+    return failures;
+}
+
+// The split plan never asks for more than a verifier holds (api.cu refuses such a call):
+// chunk records for PYSPEC_CUDA_SPLIT_BLOCKS(sms) blocks, sms * PYSPEC_CUDA_UNION_MAX listed
+// candidates, and a row's union within the short list; over devices of 1-144
+// multiprocessors, calls of 1-300 rows, vocabularies and top-k values around every cap.
+static int check_split_plans(void) {
+    int failures = 0;
+    for (const int32_t sms : { 1, 2, 3, 46, 84, 108, 132, 144 })
+        for (int64_t rows = 1; rows <= 300; rows += rows < 20 ? 1 : 7)
+            for (const int64_t V : { 1, 100, 4095, 4096, 32000, 151936, 262144 })
+                for (const int32_t top_k : { 0, 1, 31, 40, 100, 512, 513, 1024, 1025 }) {
+                    pyspec_sequence seq;
+                    memset(&seq, 0, sizeof seq);
+                    seq.params.temperature = 1.0f;
+                    seq.params.top_k = top_k;
+                    const pyspec_cuda_split sp =
+                        pyspec_cuda_split_rows(&seq, 1, V, pyspec_cuda_wanted_chunks(rows, V, sms));
+                    const bool ok = sp.chunks >= 1 && sp.chunks <= PYSPEC_CUDA_MAX_CHUNKS &&
+                                    (sp.chunks == 1 || (rows * sp.chunks <= PYSPEC_CUDA_SPLIT_BLOCKS(sms) &&
+                                                        (int64_t)sp.chunks * sp.list_len <= PYSPEC_CUDA_UNION_MAX &&
+                                                        rows * sp.chunks * sp.list_len <= (int64_t)sms * PYSPEC_CUDA_UNION_MAX &&
+                                                        V / sp.chunks >= PYSPEC_CUDA_MIN_CHUNK));
+                    if (!ok && ++failures <= 5)
+                        printf("split plan: sms %d rows %lld V %lld top_k %d: %d chunks, lists of %d\n", sms,
+                               (long long)rows, (long long)V, top_k, sp.chunks, sp.list_len);
+                }
     return failures;
 }
 
@@ -250,7 +304,7 @@ int main(int argc, char **argv) {
     pyspec_verifier *cpu = NULL;
     pyspec_error e;
     if (pyspec_verifier_create(151936, 1, &cpu, &e)) { printf("cpu: %s\n", e.message); return 2; }
-    int failures = check_token_error_records() + check_split_rows(), greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0,
+    int failures = check_token_error_records() + check_split_plans() + check_split_rows(), greedy_cpu_diff = 0, sampled_cpu_diff = 0, compared = 0,
         with_errors = 0;
     const int V_LIST[] = { 1, 2, 7, 100, 1000, 5000 };
     const int64_t SPLITS[] = { 2, 3, 5, 16 }; /* chunks per row of the split pass */
@@ -268,7 +322,7 @@ int main(int argc, char **argv) {
         for (auto &x : f) x = ties ? std::round(g(rng)) : g(rng);
         for (int r = 0; r < rows; ++r) f[(size_t)r * V + rng() % V] += 8.0f;
         if (masks) for (auto &x : f) if (rng() % 3 == 0) x = -INFINITY;
-        if (masks && c % 2 == 0) // about as many finite logits as a top-k keeps, or fewer
+        if (masks && c % 4 < 2) // about as many finite logits as a top-k keeps, or fewer (split too)
             for (int r = 0; r < rows; ++r) {
                 const uint64_t keep = 1 + rng() % 60;
                 for (int64_t t = 0; t < V; ++t) if (rng() % V >= keep) f[(size_t)r * V + t] = -INFINITY;
