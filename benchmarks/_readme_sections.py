@@ -1153,7 +1153,11 @@ def cuda_device_speed(run: Run) -> list:
     b = run.data.get("bench")
     if not b:
         raise MissingResults(f"{run.path}: no bench")
-    f32 = [e for e in b["runs"] if e["V"] == 151936 and e["dtype"] == "f32"]
+    f32 = [
+        e
+        for e in b["runs"]
+        if e["V"] == 151936 and e["dtype"] == "f32" and _sampling(e) in ("greedy", "sampled")
+    ]
     if not f32:
         raise MissingResults(f"{run.path}: no f32 runs at V = 151936")
     paired = _paired_medians(run.data.get("bench_paired"))
@@ -1161,9 +1165,9 @@ def cuda_device_speed(run: Run) -> list:
     def gbps(runs):
         return [_call_gbps(e, paired) for e in runs]
 
-    f32 = [e for e in f32 if _sampling(e) in ("greedy", "sampled")]
     one = [e for e in f32 if e["batch"] == 1]
     many = [e for e in f32 if e["batch"] > 1]
+    many_greedy = [e for e in many if _sampling(e) == "greedy"]
     greedy = min(_call_us(e, paired) for e in one if _sampling(e) == "greedy")
     sampled = min(_call_us(e, paired) for e in one if _sampling(e) == "sampled")
     copy = b["copy_GBps_read_plus_write"]
@@ -1172,7 +1176,7 @@ def cuda_device_speed(run: Run) -> list:
         f"On the {gpu} ({run.data.get('datetime', '?')[:10]}), at batch 1 a call on two to nine "
         f"f32 rows of Qwen's vocabulary takes {greedy:.0f} us greedy and {sampled:.0f} us "
         f"sampled, {_span(gbps(one), '{:.0f}')} GB/s of the copy's {copy:.0f}; at batch "
-        f"{many[0]['batch']}, {_span(gbps([e for e in many if e['params'] == 'greedy']), '{:.0f}')}"
+        f"{many[0]['batch']}, {_span(gbps(many_greedy), '{:.0f}')}"
         f" GB/s greedy (`{run.where}`)."
     ]
 

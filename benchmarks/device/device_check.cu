@@ -456,7 +456,9 @@ static int bench(const char *json_path) {
                     CK(cudaMemcpy(d_logits, h.data(), n * 2, cudaMemcpyHostToDevice));
                 }
             }
-            for (int pi : { 0, 2, 3 }) // greedy, llama.cpp's defaults, top-p alone
+            for (int pi : { 0, 2, 3 }) { // greedy, llama.cpp's defaults, top-p alone
+                const char *params_name = pi == 0 ? "greedy" : pi == 2 ? "top_k40_top_p0.95_min_p0.05_T0.8" : "top_p0.9_T1.2";
+                const char *params_label = pi == 0 ? "greedy" : pi == 2 ? "sample" : "top-p";
                 for (int bi = 0; bi < 2; ++bi)
                     for (int ki = 0; ki < 3; ++ki) {
                         const int B = B_LIST[bi], k = K_LIST[ki];
@@ -539,14 +541,14 @@ static int bench(const char *json_path) {
                                  "\"accepted\": %lld, \"us_graph_replay\": %.2f, \"us_plain_call\": %.2f, \"logit_bytes\": %.0f, "
                                  "\"GBps\": %.1f, \"fraction_of_copy_bw\": %.3f}",
                                  rows.size() > 1 ? ",\n    " : "\n    ", V, dt ? "bf16" : "f32",
-                                 pi == 0 ? "greedy" : pi == 2 ? "top_k40_top_p0.95_min_p0.05_T0.8" : "top_p0.9_T1.2",
-                                 B, k, accepted, t * 1e6,
+                                 params_name, B, k, accepted, t * 1e6,
                                  t_calls * 1e6, bytes, bytes / t / 1e9, bytes / t / 1e9 / copy_bw);
                         rows += b;
                         printf("V %6d %-4s %-6s B %2d k %d: accepted %4lld  graph %8.1f us  call %8.1f us  %7.1f GB/s\n", V,
-                               dt ? "bf16" : "f32", pi == 0 ? "greedy" : pi == 2 ? "sample" : "top-p", B, k, accepted, t * 1e6,
+                               dt ? "bf16" : "f32", params_label, B, k, accepted, t * 1e6,
                                t_calls * 1e6, bytes / t / 1e9);
                     }
+            }
         }
     Json j;
     j.num("copy_GBps_read_plus_write", copy_bw);

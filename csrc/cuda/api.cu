@@ -221,8 +221,7 @@ extern "C" pyspec_status pyspec_cuda_verify_batch(pyspec_cuda_verifier *v,
      * row first (stage.h). */
     const int64_t wanted = v->split_rows ? pyspec_cuda_wanted_chunks(total_rows, n_vocab, v->sms) : 1;
     const pyspec_cuda_split split = pyspec_cuda_split_rows(seqs, n_seqs, n_vocab, wanted);
-    if (split.chunks > 1 && (total_rows * split.chunks > PYSPEC_CUDA_SPLIT_BLOCKS(v->sms) ||
-                             total_rows * split.chunks * split.list_len > (int64_t)v->sms * PYSPEC_CUDA_UNION_MAX))
+    if (!pyspec_cuda_split_fits(split, total_rows, v->sms))
         return pyspec_fail(err, PYSPEC_ERR_CAPACITY,
                            "split rows: %lld rows in %d chunks with lists of %d exceed the verifier's "
                            "workspace (a bug in the split plan; turn split rows off)",

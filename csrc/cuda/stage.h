@@ -72,6 +72,16 @@ static inline pyspec_cuda_split pyspec_cuda_split_rows(const pyspec_sequence *se
     return split;
 }
 
+/* Whether a split of total_rows rows fits a verifier's workspace on `sms` multiprocessors:
+ * PYSPEC_CUDA_SPLIT_BLOCKS(sms) chunk records, sms * PYSPEC_CUDA_UNION_MAX listed candidates,
+ * and each row's union within PYSPEC_CUDA_UNION_MAX. */
+static inline int pyspec_cuda_split_fits(pyspec_cuda_split split, int64_t total_rows, int32_t sms) {
+    if (split.chunks <= 1) return 1;
+    return total_rows * split.chunks <= PYSPEC_CUDA_SPLIT_BLOCKS(sms) &&
+           (int64_t)split.chunks * split.list_len <= PYSPEC_CUDA_UNION_MAX &&
+           total_rows * split.chunks * split.list_len <= (int64_t)sms * PYSPEC_CUDA_UNION_MAX;
+}
+
 /* The chunks a device with `sms` multiprocessors wants per row: about two blocks per
  * multiprocessor, none when the rows alone fill it, none shorter than PYSPEC_CUDA_MIN_CHUNK. */
 static inline int64_t pyspec_cuda_wanted_chunks(int64_t total_rows, int64_t n_vocab, int32_t sms) {

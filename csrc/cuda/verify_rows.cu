@@ -378,18 +378,25 @@ static __device__ int32_t rank_entries(int32_t n, Shared &sh) {
 
 /* The row's top-k survivors (inside the cut), ranked in cand_key. Returns their number,
  * min(top_k, finite) <= CAND_MAX, and sets *p2. */
-static __device__ int32_t gather_survivors(const Row &r, const Cut &top_k, Shared &sh, int32_t *p2) {
-    if (threadIdx.x == 0) sh.n_cand = 0;
+/* Writes the rank keys of the finite candidates that r reads inside `cut` to out[0..cap),
+ * in no set order, counting them in *count (shared); returns how many were written. */
+static __device__ int32_t gather_inside(const Row &r, const Cut &cut, int32_t *count,
+                                        unsigned long long *out, int32_t cap) {
+    if (threadIdx.x == 0) *count = 0;
     __syncthreads();
     r.each([&](int64_t t, float l) {
         if (!(l > -INFINITY)) return;
         const uint32_t key = float_key(l);
-        if (!top_k.keeps(key, t)) return;
-        const int slot = atomicAdd(&sh.n_cand, 1);
-        if (slot < CAND_MAX) sh.cand_key[slot] = rank_key(key, t);
+        if (!cut.keeps(key, t)) return;
+        const int slot = atomicAdd(count, 1);
+        if (slot < cap) out[slot] = rank_key(key, t);
     });
     __syncthreads();
-    const int32_t n = sh.n_cand < CAND_MAX ? sh.n_cand : CAND_MAX;
+    return *count < cap ? *count : cap;
+}
+
+static __device__ int32_t gather_survivors(const Row &r, const Cut &top_k, Shared &sh, int32_t *p2) {
+    const int32_t n = gather_inside(r, top_k, &sh.n_cand, sh.cand_key, CAND_MAX);
     *p2 = rank_entries(n, sh);
     return n;
 }
@@ -902,18 +909,8 @@ chunks_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dt
     if (scan.bad == INT64_MAX && split_short_list(s, V, split.list_len)) {
         const Cut all = { 1, 0, 0 };
         const Cut cut = scan.n_finite > s.top_k ? select_kth(r, all, s.top_k, sh) : all;
-        if (threadIdx.x == 0) sh.n_listed = 0;
-        __syncthreads();
-        unsigned long long *list = lists + (size_t)blockIdx.x * split.list_len;
-        r.each([&](int64_t t, float l) {
-            if (!(l > -INFINITY)) return;
-            const uint32_t key = float_key(l);
-            if (!cut.keeps(key, t)) return;
-            const int slot = atomicAdd(&sh.n_listed, 1);
-            if (slot < split.list_len) list[slot] = rank_key(key, t);
-        });
-        __syncthreads();
-        n_listed = sh.n_listed < split.list_len ? sh.n_listed : split.list_len; /* == min(top_k, finite) */
+        n_listed = gather_inside(r, cut, &sh.n_listed, lists + (size_t)blockIdx.x * split.list_len,
+                                 split.list_len); /* == min(top_k, finite) */
     }
     RawNorm norm{ -INFINITY, 0.0 };
     if (scan.bad == INT64_MAX && (s.out_logprobs || s.out_top_probs)) norm = raw_normaliser(r);
@@ -958,7 +955,8 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
 
     const Row r = penalised_row(s, i, V, dtype, window_cap, win, sh);
     const bool split_row = split.chunks > 1;
-    const RowScan scan = split_row ? combined_scan(chunks + g * split.chunks, split.chunks) : scan_row(r);
+    const pyspec_cuda_chunk *row_chunks = chunks + g * split.chunks; /* read when split_row */
+    const RowScan scan = split_row ? combined_scan(row_chunks, split.chunks) : scan_row(r);
     if (scan.bad != INT64_MAX) {
         /* the value is read by the thread that records it only */
         const float value = threadIdx.x == 0 ? load_logit(r.data, dtype, scan.bad) : 0.0f;
@@ -973,8 +971,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
     Dist d;
     SplitRow listed = { NULL, NULL, 0, 0 };
     if (split_row && split_short_list(s, V, split.list_len))
-        listed = { chunks + g * split.chunks, lists + (size_t)g * split.chunks * split.list_len, split.chunks,
-                   split.list_len };
+        listed = { row_chunks, lists + (size_t)g * split.chunks * split.list_len, split.chunks, split.list_len };
     const int32_t n_short = build_dist(s, r, scan, listed.chunks ? &listed : NULL, d, sh);
     int32_t token;
     int stops;
@@ -983,7 +980,7 @@ rows_kernel(const pyspec_cuda_seq *seqs, int64_t n_seqs, int64_t V, int32_t dtyp
 
     RawNorm norm{0.0f, 1.0};
     if (s.out_logprobs || s.out_top_probs)
-        norm = split_row ? combined_norm(chunks + g * split.chunks, split.chunks) : raw_normaliser(r);
+        norm = split_row ? combined_norm(row_chunks, split.chunks) : raw_normaliser(r);
     if (threadIdx.x == 0) {
         s.out_tokens[i] = token;
         if (s.out_logprobs)

@@ -284,10 +284,8 @@ static int check_split_plans(void) {
                     const pyspec_cuda_split sp =
                         pyspec_cuda_split_rows(&seq, 1, V, pyspec_cuda_wanted_chunks(rows, V, sms));
                     const bool ok = sp.chunks >= 1 && sp.chunks <= PYSPEC_CUDA_MAX_CHUNKS &&
-                                    (sp.chunks == 1 || (rows * sp.chunks <= PYSPEC_CUDA_SPLIT_BLOCKS(sms) &&
-                                                        (int64_t)sp.chunks * sp.list_len <= PYSPEC_CUDA_UNION_MAX &&
-                                                        rows * sp.chunks * sp.list_len <= (int64_t)sms * PYSPEC_CUDA_UNION_MAX &&
-                                                        V / sp.chunks >= PYSPEC_CUDA_MIN_CHUNK));
+                                    pyspec_cuda_split_fits(sp, rows, sms) &&
+                                    (sp.chunks == 1 || V / sp.chunks >= PYSPEC_CUDA_MIN_CHUNK);
                     if (!ok && ++failures <= 5)
                         printf("split plan: sms %d rows %lld V %lld top_k %d: %d chunks, lists of %d\n", sms,
                                (long long)rows, (long long)V, top_k, sp.chunks, sp.list_len);
