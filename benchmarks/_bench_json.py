@@ -51,6 +51,7 @@ class Run:
         """When, on what, and how quiet: the README says this above every generated table,
         so a figure is never read without its machine and date."""
         line = f"*Measured {self.data.get('datetime', '?')[:10]} on {machine(self.data)}"
+        line += kernels(self.data)
         load = self.data.get("other_processes_load")
         if load is not None:
             # conftest.py records it: a busy machine stalls default-thread timings.
@@ -73,6 +74,30 @@ def machine(data: dict) -> str:
     elif "avx2" in flags:
         text += ", AVX2, no AVX-512"
     return text
+
+
+def kernels(data: dict) -> str:
+    """'; llama.cpp built for AVX2 only': the SIMD level of the llama.cpp build the run
+    used (``llama_cpp_features``, recorded by benchmarks/conftest.py), where it is not all
+    the CPU has. The batch curve, and so every speculative figure, follows the build's
+    kernels, not the CPU's flags: an AVX2-only build on an AMX Xeon batches like an AVX2
+    CPU. Empty for files recorded before the field, and where the build uses every level."""
+    features = set(data.get("llama_cpp_features") or ())
+    if not features:
+        return ""
+    flags = set(data.get("machine_info", {}).get("cpu", {}).get("flags", ()))
+    levels = (  # (llama.cpp's feature, the CPU flag behind it, its name), highest first
+        ("AMX_INT8", "amx_int8", "AMX"),
+        ("AVX512", "avx512f", "AVX-512"),
+        ("AVX2", "avx2", "AVX2"),
+    )
+    built = next((name for feature, _, name in levels if feature in features), None)
+    missing = [name for feature, flag, name in levels if flag in flags and feature not in features]
+    if not missing:
+        return ""
+    if built is None:
+        return f"; llama.cpp built without {', '.join(missing)}"
+    return f"; llama.cpp built for {built} only (without {', '.join(missing)})"
 
 
 def load(suite: str, results_dir: Path = RESULTS_DIR) -> Run:

@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from _bench_json import machine
+from _bench_json import kernels, machine
 from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS
 from bench_tree_outlook import recorded_workloads
@@ -75,7 +75,10 @@ def curves() -> dict:
         runs = [b for b in data.get("benchmarks") or [] if b.get("name") == "bench_draftless_modes"]
         shape = runs[0].get("extra_info", {}).get("calibration") if runs else None
         if shape:
-            name = f"{machine(data)}, calibrated by {path.name} {data.get('datetime', '?')[:10]}"
+            name = (
+                f"{machine(data)}{kernels(data)}, calibrated by {path.name} "
+                f"{data.get('datetime', '?')[:10]}"
+            )
             out[name] = {1: 1.0, **{int(n): c for n, c in shape.items()}}
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -72,6 +73,13 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     start, end = config.stash.get(_CPU_AT_START, None), _cpu_snapshot()
     if start and end:
         output_json["other_processes_load"] = round(_other_processes_load(start, end), 4)
+    if "llama_cpp" in sys.modules:  # (a suite that never loaded it says nothing of it)
+        # The SIMD levels of the llama.cpp build that ran: a build can leave out what the CPU
+        # has (`pyspec install-llama --no-amx`, CMAKE_ARGS), and the tables must say so.
+        from pyspec.llama.runtime.guard import build_features, system_info
+
+        features = build_features(system_info())
+        output_json["llama_cpp_features"] = sorted(k for k, v in features.items() if v == "1")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -170,6 +170,36 @@ def test_sections_come_from_the_json_with_date_and_machine(tmp_path):
     )
 
 
+def test_the_measured_line_names_a_build_that_leaves_out_what_the_cpu_has():
+    """An AVX2-only or AMX-less llama.cpp build on an AMX Xeon batches as its kernels do:
+    the line says so. A build with every level the CPU has, or a file recorded before the
+    field, adds nothing (the tables already in docs/ keep their text)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from _bench_json import Run
+
+    amx_cpu = ["avx2", "avx512f", "amx_tile", "amx_int8"]
+
+    def line(cpu_flags, features):
+        data = {
+            "datetime": "2031-01-02T03:04:05+00:00",
+            "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2, "flags": cpu_flags}},
+        }
+        if features is not None:
+            data["llama_cpp_features"] = features
+        return Run("x", REPO / "docs" / "results" / "x.json", data).measured_line()
+
+    assert "llama.cpp built" not in line(amx_cpu, None)
+    assert "llama.cpp built" not in line(amx_cpu, ["AVX2", "AVX512", "AMX_INT8", "REPACK"])
+    assert "llama.cpp built" not in line(["avx2"], ["AVX2", "FMA"])
+    assert "AVX-512, AMX; llama.cpp built for AVX2 only (without AMX, AVX-512) (`" in line(
+        amx_cpu, ["AVX", "AVX2", "FMA", "REPACK"]
+    )
+    assert "; llama.cpp built for AVX-512 only (without AMX)" in line(
+        amx_cpu, ["AVX2", "AVX512", "AVX512_VNNI"]
+    )
+    assert "; llama.cpp built without AVX2" in line(["avx2"], ["SSE3"])
+
+
 def test_the_script_rewrites_every_document_that_holds_a_section(tmp_path):
     """The README and docs/*.md: a typed number in a document of docs/ is caught too."""
     doc = REPO / "docs" / "performance.md"
