@@ -1268,6 +1268,11 @@ SECTIONS = {
         ("draftless-family6-model167-huge-pages",),
         draftless_table,
     ),
+    # The same Xeon with llama.cpp built for AVX2 only (the kernels of an AVX2 CPU).
+    "draftless-table-family6-model167-avx2-build": (
+        ("draftless-family6-model167-avx2-build",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
@@ -1277,6 +1282,11 @@ SECTIONS = {
     # The same after the weights went into 2 MB pages (pyspec/llama/huge_pages.py).
     "plain-stretch-family6-model167-huge-pages": (
         ("plain-stretch-family6-model167-huge-pages",),
+        plain_stretch,
+    ),
+    # And with llama.cpp built for AVX2 only on the same Xeon.
+    "plain-stretch-family6-model167-avx2-build": (
+        ("plain-stretch-family6-model167-avx2-build",),
         plain_stretch,
     ),
     "batch-depth-table": (("batch-depth",), batch_depth_table),
