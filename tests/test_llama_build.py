@@ -1,6 +1,7 @@
 """The llama-cpp-python build pyspec installs (no AMX path, this CPU's SIMD levels), the
 guard against a build that would crash, and ``pyspec doctor``."""
 
+import platform
 import sys
 import tarfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from pyspec.llama.runtime.guard import (
 from pyspec.tools.install_llama import (
     AMX_FIX_VERSION,
     AMX_OPTIONS,
+    SIMD_CEILINGS,
     LlamaBuildError,
     amx_enabled,
     cpu_flags,
@@ -60,6 +62,31 @@ def test_the_derived_flags_follow_the_cpu_and_never_enable_amx():
     partial = _defines(derived_cmake_args(ZEN3 | {"avx512f", "avx512cd"}, "x86_64"))
     assert partial["GGML_AVX512"] == "OFF"
     assert derived_cmake_args(SAPPHIRE_RAPIDS, "aarch64") == []  # llama.cpp's own defaults
+
+
+def test_a_simd_ceiling_builds_an_older_cpus_kernels_and_never_adds_a_level():
+    """--simd avx2 on an AMX Xeon: exactly the options a Zen 3 derives (x86-64-v3), AMX off;
+    on a CPU without AVX2 the ceiling switches nothing on; avx512 is all but AMX. The key
+    differs, so the ceiling's wheel is cached beside the full one."""
+    avx2 = derived_cmake_args(SAPPHIRE_RAPIDS, "x86_64", simd="avx2")
+    assert avx2 == derived_cmake_args(ZEN3, "x86_64")
+    on = {k for k, v in _defines(avx2).items() if v == "ON"}
+    assert on == set(SIMD_CEILINGS["avx2"])
+    assert derived_cmake_args(OLD_X86, "x86_64", simd="avx2") == derived_cmake_args(
+        OLD_X86, "x86_64"
+    )
+    assert derived_cmake_args(SAPPHIRE_RAPIDS, "x86_64", simd="avx512") == derived_cmake_args(
+        SAPPHIRE_RAPIDS, "x86_64"
+    )
+    planned = plan_cmake_args("-DGGML_CUDA=on", SAPPHIRE_RAPIDS, "x86_64", simd="avx2")
+    assert planned == avx2 + ["-DGGML_CUDA=on"] and not amx_enabled(planned)
+    assert wheel_key(planned) != wheel_key(plan_cmake_args("-DGGML_CUDA=on", SAPPHIRE_RAPIDS))
+    with pytest.raises(LlamaBuildError, match="leaves AMX out"):
+        plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64", amx=True, simd="avx2")
+    with pytest.raises(LlamaBuildError, match="not a SIMD ceiling"):
+        plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64", simd="sse2")
+    with pytest.raises(LlamaBuildError, match="x86 levels"):
+        plan_cmake_args("", SAPPHIRE_RAPIDS, "aarch64", simd="avx2")
 
 
 def test_this_machines_flags_are_read():
@@ -181,6 +208,15 @@ def test_install_llama_dry_run_prints_the_plan():
         "install-llama", "--dry-run", "--no-amx", env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"}
     )
     assert refused.returncode == 1 and "GGML_NATIVE=ON" in refused.stderr
+    ceiling = run_pyspec("install-llama", "--dry-run", "--simd", "avx2")
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert ceiling.returncode == 0, ceiling.stderr
+        assert "-DGGML_AVX512=OFF" in ceiling.stderr and "-DGGML_AMX_INT8=OFF" in ceiling.stderr
+        assert "AMX: off (--simd avx2 leaves it out)" in ceiling.stderr
+        assert "SIMD: at most avx2" in ceiling.stderr and fix_line not in ceiling.stderr
+        refused_amx = run_pyspec("install-llama", "--dry-run", "--simd", "avx2", "--amx")
+        assert refused_amx.returncode == 1
+        assert "leaves AMX out" in refused_amx.stderr
     both = run_pyspec("install-llama", "--amx", "--no-amx")
     assert both.returncode == 2 and "not allowed with" in both.stderr
     amx = run_pyspec("install-llama", "--dry-run", "--amx")

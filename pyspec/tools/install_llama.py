@@ -70,6 +70,14 @@ X86_OPTIONS = (
     ("GGML_AVX512_BF16", ("avx512f", "avx512_bf16")),
 )
 AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+# ``--simd``: the most a build may use, below what the CPU has (x86). "avx2" is x86-64-v3,
+# the kernels of an AVX2-only CPU (AMD Zen 3, Intel's client cores): built on a newer CPU, it
+# batches as such a machine does, which is how this project measures AVX2 kernels when no
+# AVX2 machine is at hand (docs/drafting.md). "avx512": everything but AMX (as --no-amx).
+SIMD_CEILINGS = {
+    "avx2": ("GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_BMI2", "GGML_FMA", "GGML_F16C"),
+    "avx512": tuple(option for option, _ in X86_OPTIONS),
+}
 
 
 def _log(message: str) -> None:
@@ -85,14 +93,19 @@ def amx_capable(flags: frozenset, machine: str | None = None) -> bool:
     return is_x86(machine) and {"amx_tile", "amx_int8"} <= set(flags)
 
 
-def derived_cmake_args(flags: frozenset, machine: str | None = None, amx: bool = False) -> list:
-    """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name; AMX only
-    with ``amx`` (the build then gets pyspec's fix, pyspec/llama/runtime/amx_fix.py)."""
+def derived_cmake_args(
+    flags: frozenset, machine: str | None = None, amx: bool = False, simd: str | None = None
+) -> list:
+    """CMake arguments that make ggml use exactly the SIMD levels ``flags`` name, at most
+    those of ``simd`` (a key of SIMD_CEILINGS; None: no ceiling); AMX only with ``amx`` (the
+    build then gets pyspec's fix, pyspec/llama/runtime/amx_fix.py)."""
     if not is_x86(machine):
         return []
+    allowed = SIMD_CEILINGS[simd] if simd else tuple(option for option, _ in X86_OPTIONS)
     args = ["-DGGML_NATIVE=OFF"]
     for option, needs in X86_OPTIONS:
-        args.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
+        on = option in allowed and all(f in flags for f in needs)
+        args.append(f"-D{option}={'ON' if on else 'OFF'}")
     if amx:
         args += [
             "-DGGML_AMX_TILE=ON",
@@ -127,14 +140,28 @@ def plan_cmake_args(
     flags: frozenset | None = None,
     machine: str | None = None,
     amx: bool = False,
+    simd: str | None = None,
 ) -> list:
     """The final CMake arguments: the derived ones, then the user's (later ones win in CMake).
 
     Raises LlamaBuildError for user arguments that would build the AMX path back in without
-    the fix, and for ``amx`` on a CPU that has no AMX."""
+    the fix, for ``amx`` on a CPU that has no AMX, and for a ``simd`` ceiling that is not
+    one, that leaves AMX out while ``amx`` asks for it, or on another architecture."""
     user = shlex.split(user_cmake_args or "")
     defines = _user_defines(user)
     flags = cpu_flags() if flags is None else flags
+    if simd is not None:
+        if simd not in SIMD_CEILINGS:
+            raise LlamaBuildError(
+                f"--simd {simd}: not a SIMD ceiling; choose one of {', '.join(SIMD_CEILINGS)}"
+            )
+        if not is_x86(machine):
+            raise LlamaBuildError(
+                f"--simd {simd}: SIMD ceilings are x86 levels; this machine is "
+                f"{machine or platform.machine()}, where llama.cpp's own defaults apply"
+            )
+        if amx:
+            raise LlamaBuildError(f"--simd {simd} leaves AMX out; drop --amx, or --simd")
     if amx and not amx_capable(flags, machine):
         raise LlamaBuildError(
             "--amx: this CPU reports no AMX (amx_tile and amx_int8 in "
@@ -159,7 +186,7 @@ def plan_cmake_args(
             "CMAKE_ARGS asks for -DGGML_NATIVE=ON: pyspec passes this CPU's "
             "SIMD levels explicitly; remove it"
         )
-    return derived_cmake_args(flags, machine, amx=amx) + user
+    return derived_cmake_args(flags, machine, amx=amx, simd=simd) + user
 
 
 def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
@@ -439,16 +466,18 @@ def install(
     dry_run: bool = False,
     amx: bool | None = None,
     build_only: bool = False,
+    simd: str | None = None,
 ) -> Path:
     """Build (once per set of flags) and install llama-cpp-python; returns the wheel's path.
     ``amx``: ggml's AMX path on, with pyspec's fix applied to the sources first; None (the
-    default) decides by the CPU (``default_amx``)."""
+    default) decides by the CPU (``default_amx``), and is off under a ``simd`` ceiling
+    (SIMD_CEILINGS: "avx2" builds the kernels of an AVX2-only CPU)."""
     if user_cmake_args is None:
         user_cmake_args = os.environ.get("CMAKE_ARGS", "")
     chosen = amx is not None
     if amx is None:
-        amx = default_amx()
-    cmake_args = plan_cmake_args(user_cmake_args, amx=amx)
+        amx = default_amx() and simd is None
+    cmake_args = plan_cmake_args(user_cmake_args, amx=amx, simd=simd)
     out_dir = wheel_dir(cmake_args)
     wheel = _find_wheel(out_dir)
     why = (
@@ -457,10 +486,14 @@ def install(
         else (
             "this CPU reports amx_tile and amx_int8; --no-amx keeps it off"
             if amx
+            else f"--simd {simd} leaves it out"
+            if simd is not None
             else "this CPU reports no AMX"
         )
     )
     _log(f"AMX: {'on' if amx else 'off'} ({why})")
+    if simd is not None:
+        _log(f"SIMD: at most {simd}, whatever this CPU has above it left out (--simd)")
     if dry_run:
         _log(f"CMAKE_ARGS={' '.join(cmake_args)}")
         if amx_enabled(cmake_args):
@@ -528,9 +561,23 @@ def main(argv=None) -> int:
         help="build and cache the wheel "
         "without installing it (tests compare the AMX build with the other one)",
     )
+    parser.add_argument(
+        "--simd",
+        choices=sorted(SIMD_CEILINGS),
+        default=None,
+        help="build for at most this SIMD level, leaving out what this CPU has above it "
+        "(and AMX): 'avx2' gives the kernels of an AVX2-only CPU such as AMD's Zen 3 "
+        "(x86-64-v3), 'avx512' everything but AMX; the default is all this CPU has",
+    )
     args = parser.parse_args(argv)
     try:
-        install(force=args.force, dry_run=args.dry_run, amx=args.amx, build_only=args.build_only)
+        install(
+            force=args.force,
+            dry_run=args.dry_run,
+            amx=args.amx,
+            build_only=args.build_only,
+            simd=args.simd,
+        )
     except LlamaBuildError as exc:
         _log(f"error: {exc}")
         return 1
