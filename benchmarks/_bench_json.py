@@ -81,7 +81,10 @@ def kernels(data: dict) -> str:
     used (``llama_cpp_features``, recorded by benchmarks/conftest.py), where it is not all
     the CPU has. The batch curve, and so every speculative figure, follows the build's
     kernels, not the CPU's flags: an AVX2-only build on an AMX Xeon batches like an AVX2
-    CPU. Empty for files recorded before the field, and where the build uses every level."""
+    CPU. Empty for files recorded before the field, and where the build uses every level.
+    (The levels are those of pyspec.llama.runtime.build_info.SIMD_LEVELS, which `pyspec
+    doctor` names the same way; this module runs without pyspec's library, so it cannot
+    import them.)"""
     features = set(data.get("llama_cpp_features") or ())
     if not features:
         return ""

@@ -89,6 +89,22 @@ def test_a_simd_ceiling_builds_an_older_cpus_kernels_and_never_adds_a_level():
         plan_cmake_args("", SAPPHIRE_RAPIDS, "aarch64", simd="avx2")
 
 
+def test_the_levels_a_build_leaves_out_are_named_and_the_doctor_says_so():
+    from pyspec.llama.runtime.build_info import levels_left_out
+    from pyspec.llama.runtime.guard import system_info
+
+    avx2_only = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 | "
+    assert levels_left_out(build_features(AMX_INFO), SAPPHIRE_RAPIDS) == []
+    assert levels_left_out(build_features(avx2_only), SAPPHIRE_RAPIDS) == ["AMX", "AVX-512"]
+    assert levels_left_out(build_features(avx2_only), ZEN3) == []
+    assert levels_left_out(build_features(avx2_only), OLD_X86) == []
+    left_out = levels_left_out(build_features(system_info()), cpu_flags())
+    out = run_pyspec("doctor")
+    assert ("llama.cpp SIMD levels" in out.stdout) == bool(left_out), out.stdout
+    if left_out:
+        assert f"leaves out {', '.join(left_out)}" in out.stdout
+
+
 def test_this_machines_flags_are_read():
     flags = cpu_flags()
     if sys.platform.startswith("linux"):

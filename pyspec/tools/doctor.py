@@ -50,6 +50,7 @@ def check_pyspec(report: Report) -> None:
 
 
 def check_llama(report: Report) -> None:
+    from pyspec.llama.runtime.build_info import levels_left_out
     from pyspec.llama.runtime.guard import amx_crash_reason, build_features
     from pyspec.tools.install_llama import (
         LLAMA_CPP_PYTHON_VERSION,
@@ -80,6 +81,17 @@ def check_llama(report: Report) -> None:
     features = build_features(info)
     on = sorted(name for name, value in features.items() if value == "1")
     report.add(OK, "llama.cpp CPU features", " ".join(on) or info)
+    left_out = levels_left_out(features, cpu_flags())
+    if left_out:
+        # Asked for (--no-amx, --simd) or not, the user should know: batches, and so every
+        # speculative gain, cost what they cost on a CPU without these levels.
+        report.add(
+            WARN,
+            "llama.cpp SIMD levels",
+            f"the build leaves out {', '.join(left_out)}, which this CPU has (a --no-amx or "
+            "--simd build, or one made for another CPU), so its batches cost what they "
+            "cost without them; `python3 -m pyspec install-llama` builds for all of them",
+        )
     fix = installed_amx_fix() if features.get("AMX_INT8") == "1" else 0
     reason = amx_crash_reason(info, cpu_flags(), fixed=fix > 0)
     if reason:

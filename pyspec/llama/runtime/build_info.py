@@ -24,6 +24,25 @@ def build_features(system_info: str) -> dict:
     return features
 
 
+# (llama.cpp's feature, the /proc/cpuinfo flag behind it, its name), highest first: the x86
+# SIMD levels whose kernels change what a batch costs (docs/installing-llama.md).
+SIMD_LEVELS = (
+    ("AMX_INT8", "amx_int8", "AMX"),
+    ("AVX512", "avx512f", "AVX-512"),
+    ("AVX2", "avx2", "AVX2"),
+)
+
+
+def levels_left_out(features: dict, flags) -> list:
+    """The SIMD levels this CPU has (``flags``) that the build (``build_features``) leaves
+    out, highest first: a ``--no-amx`` or ``--simd`` build, or one made for another CPU."""
+    return [
+        name
+        for feature, flag, name in SIMD_LEVELS
+        if flag in flags and features.get(feature) != "1"
+    ]
+
+
 def cpu_flags(cpuinfo: str | None = None) -> frozenset:
     """The CPU's feature flags as the kernel lists them (empty where there is no cpuinfo)."""
     if cpuinfo is None:
