@@ -786,6 +786,7 @@ def _against_one_mode(rows: list, mode: str) -> str:
 
 # The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
 OTHER_LOOKUPS = (
+    "lookup, remembered-copy rule off",
     "lookup, sure-copy rule off",
     "lookup, unsure rule off",
     "lookup up to 32",
@@ -794,10 +795,16 @@ OTHER_LOOKUPS = (
 
 
 def _against_other_lookup(s: dict, best: str) -> str:
-    """The lookup against the variant that ran beside it: the sure-copy rule off (session
-    22 on), the unsure rule off (session 21), drafts up to 32 (sessions 18-20), or no
-    calibration (session 17's run)."""
+    """The lookup against the variant that ran beside it: the remembered-copy rule off
+    (session 33 on), the sure-copy rule off (sessions 22-32), the unsure rule off (session
+    21), drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
     rate = s["rate"]
+    if "lookup, remembered-copy rule off" in rate:
+        off = rate["lookup, remembered-copy rule off"]
+        return (
+            f"; with the remembered-copy rule off (the default before) {off:.2f} tok/s "
+            f"against {rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
+        )
     if "lookup, sure-copy rule off" in rate:
         off = rate["lookup, sure-copy rule off"]
         return (

@@ -3,6 +3,8 @@
 import numpy as np
 
 from pyspec.llama.drafting.adaptive import (
+    REMEMBERED_FLOOR,
+    REMEMBERED_MIN,
     SURE_ABOVE,
     SURE_COPY_FLOORS,
     SURE_RUN,
@@ -526,3 +528,57 @@ def test_a_sure_copy_is_only_a_floor_and_a_fixed_length_ignores_it():
     fixed.sure_above = SURE_ABOVE
     assert fixed.choose(16, **sure) == 4
     assert not fixed.sure_copy and "copy followed for" not in fixed.last_reason
+
+
+def _kinked_copy():
+    """A copy bucket that passes about 0.97 of its tokens, on a curve with a kink above 16
+    tokens (the AVX2 build on the Xeon: 16 tokens 5.1x one, 17 6.6x, 64 16.9x): at that belief
+    15 drafts are best; only a belief near certainty pays the longest batch."""
+    c = DraftLengthController(0, 63, watch=WatchPolicy(shadowed=True))
+    curve = {1: 1.0, 2: 1.6, 3: 2.0, 5: 2.7, 9: 4.6, 16: 5.06, 17: 6.6, 32: 9.5, 48: 13.4, 64: 16.9}
+    seed_costs(c, curve)
+    c.use_cost_prior({n: t for n, t in curve.items() if n > 1}, calibrated=True)
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(63, "copy", draft_cost=0.0)
+    for _ in range(20):  # one draft in three fails late
+        for accepted in (15, 15, 10):
+            c.record_acceptance(15, accepted, "copy")
+    assert 0.95 < c.acceptance("copy") < 0.98
+    return c
+
+
+def test_remembered_tokens_are_believed_only_with_the_rule_on_a_sure_target_and_enough_of_them():
+    c = _kinked_copy()
+    assert c.remembered_floor is None  # off on a bare controller
+    copy = Draft(list(range(63)), bucket="copy", remembered=63)
+    own = c.choose_free(copy, 0.99)
+    assert own == 15 and c.remembered_tokens == 0  # the rule off: the bucket's choice
+    c.remembered_floor = REMEMBERED_FLOOR
+    assert c.choose_free(copy, 0.99) == 63  # believed: the longest batch pays
+    assert c.remembered_tokens == 63 and "earlier requests held" in c.last_reason
+    assert c.last_expected > 1 + 63 * REMEMBERED_FLOOR**63  # what the belief predicts
+    for confidence, remembered in ((SURE_ABOVE - 0.01, 63), (None, 63), (0.99, REMEMBERED_MIN - 1)):
+        other = Draft(list(range(63)), bucket="copy", remembered=remembered)
+        assert c.choose_free(other, confidence) == own
+        assert c.remembered_tokens == 0 and "earlier requests held" not in c.last_reason
+    # the flag lasts until its round is observed, and an empty draft clears it
+    assert c.choose_free(copy, 0.99) == 63 and c.remembered_tokens == 63
+    c.observe(Round(bucket="copy", offered=63, verified=63, accepted=63, emitted=64, batch=64))
+    assert c.remembered_tokens == 0
+    assert c.choose_free(copy, 0.99) == 63
+    assert c.choose_free(Draft([]), 0.99) == 0 and c.remembered_tokens == 0
+    fixed = DraftLengthController(0, 4, fixed=True)
+    fixed.remembered_floor = REMEMBERED_FLOOR
+    assert fixed.choose_free(copy, 0.99) == 4 and fixed.remembered_tokens == 0
+
+
+def test_only_the_remembered_tokens_are_believed():
+    """Past the remembered stretch the bucket's estimate holds: a draft of 63 of which 20
+    are remembered is not verified 63 long (the kink makes the rest dear)."""
+    c = _kinked_copy()
+    c.remembered_floor = REMEMBERED_FLOOR
+    part = Draft(list(range(63)), bucket="copy", remembered=20)
+    k = c.choose_free(part, 0.99)
+    assert 15 <= k < 63 and c.remembered_tokens == min(20, k)
+    whole = c.expected_tokens(63, "copy")
+    assert whole < 1 + 62 * REMEMBERED_FLOOR**62  # outside a choice, no belief at all

@@ -43,6 +43,34 @@ def test_the_request_itself_comes_first():
     assert lookup.draft([7, 80, 9, 5, 6, 7], 2, None, 6).tokens == [80, 9]
 
 
+def test_text_held_twice_and_never_continued_otherwise_is_remembered():
+    memory = RequestMemory(1000)
+    memory.add([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    before = memory.stats.lookups
+    assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 7], 4) == 0  # held once
+    memory.add([50, 1, 2, 3, 4, 5, 6, 7, 60])  # a second document goes on alike, then not
+    assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 7, 8, 9], 4) == 3  # 8 against 60
+    assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 99], 4) == 2  # the draft leaves it
+    assert memory.agreeing_run([2, 3, 4], [5, 6, 7], 4) == 0  # a match shorter than asked
+    assert memory.agreeing_run([1, 2, 3, 4], [], 4) == 0
+    assert memory.stats.lookups == before  # not a lookup of the statistics
+
+
+def test_a_draft_says_how_much_of_it_earlier_requests_held_twice():
+    memory = RequestMemory(1000)
+    lookup = PromptLookup()
+    lookup.use_memory(memory)
+    text = list(range(100, 130))
+    lookup.start_request()
+    lookup.end_request([7] + text + [8] + text)  # a prompt and the answer that copied it
+    lookup.start_request()
+    draft = lookup.draft([9] + text + [8] + text[:10], 16, None, 41)  # copying it again
+    assert draft.tokens == text[10:26] and draft.remembered == 16
+    alone = PromptLookup()  # no memory: nothing remembered
+    alone.start_request()
+    assert alone.draft([9] + text + [8] + text[:10], 16, None, 41).remembered == 0
+
+
 def test_the_memory_keeps_at_most_its_cap_oldest_out():
     memory = RequestMemory(100)
     for i in range(30):
@@ -139,6 +167,74 @@ def test_a_real_model_drafts_from_its_earlier_answer_and_keeps_plain_greedy_text
             "text"
         ]
         compare_texts(plain, plain.tokenize(second.encode(), special=True), reference, text, bound)
+    finally:
+        llm.close()
+        plain.close()
+
+
+SHOP = """import json
+
+
+class Shop:
+    def __init__(self, path):
+        self.path = path
+        self.items = {}
+
+    def load(self):
+        with open(self.path) as f:
+            self.items = json.load(f)
+
+    def save(self):
+        with open(self.path, "w") as f:
+            json.dump(self.items, f, indent=2)
+
+    def add(self, name, quantity):
+        self.items[name] = self.items.get(name, 0) + quantity
+
+    def remove(self, name, quantity):
+        if self.items.get(name, 0) < quantity:
+            raise ValueError(name)
+        self.items[name] -= quantity
+"""
+
+
+def test_a_file_copied_again_is_drafted_long_as_remembered_and_keeps_plain_greedy_text(
+    qwen_path, batch_noise
+):
+    # Successive edits of one file, each request carrying the file as the last left it and
+    # answered with the whole file: the first request's prompt and answer hold the file
+    # twice, so the second answer's copy of it is remembered (the remembered-copy rule, on
+    # by default beside the lookup) and drafted past the slow start.
+    import llama_cpp
+
+    from pyspec.llama import SpeculativeLlama
+    from pyspec.testing.near_tie import compare_texts
+
+    kw = dict(n_ctx=2048, n_threads=2, verbose=False, seed=0)
+    edited = SHOP.replace("def remove(self, name, quantity):", "def take(self, name, quantity):")
+    asks = [
+        _chat(f"Here is shop.py:\n```python\n{text}```\n{instruction} Output the complete file.")
+        for text, instruction in (
+            (SHOP, "Rename the method remove to take."),
+            (edited, "Rename the method add to put."),
+        )
+    ]
+    bound = batch_noise(qwen_path).tie_bound
+    llm = SpeculativeLlama(qwen_path, **kw)
+    plain = llama_cpp.Llama(model_path=qwen_path, **kw)
+    try:
+        assert llm.speculation.controller.remembered_floor is not None  # on by default
+        llm.create_completion(asks[0], max_tokens=128, temperature=0.0)
+        assert llm.speculation.last.remembered_rounds == 0  # nothing held before
+        text = llm.create_completion(asks[1], max_tokens=128, temperature=0.0)["choices"][0]["text"]
+        stats = llm.speculation.last
+        assert stats.remembered_rounds > 0, stats.summary()
+        assert "as text earlier requests held" in stats.summary()
+        assert max(stats.draft_lengths) > 16, stats.draft_lengths  # past the slow start
+        reference = plain.create_completion(asks[1], max_tokens=128, temperature=0.0)["choices"][0][
+            "text"
+        ]
+        compare_texts(plain, plain.tokenize(asks[1].encode(), special=True), reference, text, bound)
     finally:
         llm.close()
         plain.close()

@@ -336,3 +336,4 @@ def test_metrics_in_prometheus_text(server, client):
     # the unsure rule's count, per model (its counting: test_replay, test_llama_integration)
     assert any(k.startswith("pyspec_unsure_holds_total{model=") for k in after)
     assert any(k.startswith("pyspec_sure_copy_rounds_total{model=") for k in after)
+    assert any(k.startswith("pyspec_remembered_rounds_total{model=") for k in after)

@@ -29,6 +29,7 @@ from pyspec.llama.context import model_output_on_gpu
 from pyspec.llama.drafting.adaptive import (
     COSTLY_DRAFTER,
     FREE_DRAFTER,
+    REMEMBERED_FLOOR,
     SURE_ABOVE,
     UNSURE_BELOW,
     UNSURE_WINDOW,
@@ -138,6 +139,7 @@ class Speculation:
         if self.free_drafter is not None and adaptive:
             self.controller.unsure_below = UNSURE_BELOW
             self.controller.sure_above = SURE_ABOVE
+            self.controller.remembered_floor = REMEMBERED_FLOOR
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
@@ -575,7 +577,7 @@ class Speculation:
         drafter's, where its controller finds that it pays. The round's Plan, before a
         grammar's cut, with whether the free draft was held back because the target was
         unsure, or verified as a sure copy."""
-        draft, k, held_back, sure_copy = Draft([]), 0, False, False
+        draft, k, held_back, sure_copy, remembered = Draft([]), 0, False, False, 0
         drafter = self.free_drafter
         if drafter is not None:  # draft first, then let the cost model cut
             controller = self.controller
@@ -590,6 +592,7 @@ class Speculation:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
             k = controller.choose_free(draft, confidence)
             held_back, sure_copy = controller.held_back, controller.sure_copy
+            remembered = controller.remembered_tokens
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
@@ -597,7 +600,13 @@ class Speculation:
                 draft = drafter.draft(np.asarray(context), k, params, len(context))
         k = min(k, len(draft.tokens))
         return Plan(
-            draft, draft.tokens[:k], draft.probs, k, held_back=held_back, sure_copy=sure_copy
+            draft,
+            draft.tokens[:k],
+            draft.probs,
+            k,
+            held_back=held_back,
+            sure_copy=sure_copy,
+            remembered=remembered,
         )
 
     # ---- the loop -----------------------------------------------------------------------
@@ -768,6 +777,7 @@ class Speculation:
             costly=plan.draft.costly,
             held_back=plan.held_back,
             sure_copy=plan.sure_copy and bool(plan.drafts),  # (a grammar may cut them all)
+            remembered=min(plan.remembered, len(plan.drafts)),
         )
         return result, addr, r
 

@@ -101,6 +101,7 @@ class Plan:
     forbidden: bool = False  # the last draft is forbidden (rejected for certain)
     held_back: bool = False  # the free draft waited: the target was unsure (the unsure rule)
     sure_copy: bool = False  # the draft was verified as a sure copy (the sure-copy rule)
+    remembered: int = 0  # leading drafts the remembered-copy rule believed
 
     @classmethod
     def empty(cls) -> Plan:

@@ -47,6 +47,9 @@ class Round:
     # Its draft was verified as a sure copy: the sure-copy rule believed it
     # (DraftLengthController.sure_above).
     sure_copy: bool = False
+    # Leading drafts the remembered-copy rule believed (DraftLengthController.
+    # remembered_floor): text earlier requests held twice or more. 0: the rule did not decide.
+    remembered: int = 0
 
     @property
     def speculative(self) -> bool:

@@ -52,6 +52,9 @@ class SpeculationStats:
     unsure_holds: int = 0
     # Rounds whose draft was verified as a sure copy (the sure-copy rule, on beside it).
     sure_copy_rounds: int = 0
+    # Rounds whose remembered tokens were believed (the remembered-copy rule, on beside it):
+    # text the memory of earlier requests held twice or more.
+    remembered_rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -92,6 +95,7 @@ class SpeculationStats:
         self.verify_seconds += r.verify_seconds
         self.unsure_holds += r.held_back
         self.sure_copy_rounds += r.sure_copy
+        self.remembered_rounds += r.remembered > 0
         if r.batch > 1:
             self.verify_steps += 1
             self.draft_lengths[r.verified] = self.draft_lengths.get(r.verified, 0) + 1
@@ -157,6 +161,11 @@ class SpeculationStats:
             + (
                 f"; {self.sure_copy_rounds} drafts verified as sure copies"
                 if self.sure_copy_rounds
+                else ""
+            )
+            + (
+                f"; {self.remembered_rounds} drafts verified as text earlier requests held"
+                if self.remembered_rounds
                 else ""
             )
             + self._constraint_summary()

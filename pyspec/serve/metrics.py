@@ -135,6 +135,13 @@ class Metrics:
             per_model(lambda n, t: t.sure_copy_rounds),
         )
         metric(
+            "remembered_rounds_total",
+            "counter",
+            "Rounds whose draft was verified as text the memory of earlier requests held twice "
+            "or more, believed to pass while the target was sure of its last tokens.",
+            per_model(lambda n, t: t.remembered_rounds),
+        )
+        metric(
             "acceptance_ratio",
             "gauge",
             "Accepted over drafted tokens.",

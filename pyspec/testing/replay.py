@@ -46,6 +46,7 @@ class ReplayResult:
     controller: DraftLengthController = None  # as it stands after the replay
     unsure_holds: int = 0  # rounds whose draft waited: the target was unsure (the unsure rule)
     sure_copy_rounds: int = 0  # rounds whose draft was verified as a sure copy (the rule)
+    remembered_rounds: int = 0  # rounds the remembered-copy rule believed
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -150,6 +151,7 @@ def replay_lookup(
             shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
             held_back=controller.held_back,
             sure_copy=controller.sure_copy,
+            remembered=controller.remembered_tokens,
         )
         controller.observe(r)
         stats.add_round(r)
@@ -165,4 +167,5 @@ def replay_lookup(
         controller,
         stats.unsure_holds,
         stats.sure_copy_rounds,
+        stats.remembered_rounds,
     )

@@ -41,6 +41,11 @@ class Draft:
     # sure of them, a long-followed copy is believed to go on (DraftLengthController.
     # sure_above). 0: not a copy, or not known.
     followed: int = 0
+    # Leading tokens that earlier requests (prompt lookup's memory) held after the same
+    # context at least twice and never continued otherwise (RequestMemory.agreeing_run):
+    # text that was reproduced before (DraftLengthController.remembered_floor). 0: none, or
+    # no memory.
+    remembered: int = 0
 
 
 def common_prefix(context: list, held: list) -> int:

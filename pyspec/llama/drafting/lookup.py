@@ -34,6 +34,11 @@ from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
 from pyspec.llama.drafting.request_memory import RequestMemory
 from pyspec.suffix_index import SuffixIndex
 
+# A drafted token counts as remembered where the memory holds its context's continuation at
+# least this often, never otherwise (Draft.remembered): once in a request's prompt and again
+# in its output is a copy the model made before.
+REMEMBERED_OCCURRENCES = 2
+
 
 def agreement(count: int, total: int) -> str:
     """How the occurrences of a match agreed on a drafted token."""
@@ -283,6 +288,11 @@ class PromptLookup(Drafter):
                 bucket = "copy"
             else:
                 bucket = "follow" if following else "guess"
+        remembered = 0
+        if self.memory is not None and out:
+            remembered = self.memory.agreeing_run(
+                self._list[-self.max_ngram :], out, self.COPY_RUN, REMEMBERED_OCCURRENCES
+            )
         return Draft(
             list(out),
             None,
@@ -290,6 +300,7 @@ class PromptLookup(Drafter):
             bucket,
             token_kinds=list(kinds),
             followed=self._run if cursor is not None and out else 0,
+            remembered=remembered,
         )
 
     def draft(self, context, max_tokens, params, position):

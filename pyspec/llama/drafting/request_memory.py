@@ -96,6 +96,24 @@ class RequestMemory:
                 self.stats.hits += 1
             return found
 
+    def agreeing_run(self, pattern, tokens, min_match: int, min_occurrences: int = 2) -> int:
+        """How many leading ``tokens`` the earlier requests hold after the match of
+        ``pattern`` (at least ``min_match`` tokens) in every occurrence that goes on, with at
+        least ``min_occurrences`` of them going on at each token: text that earlier requests
+        held twice or more and never continued otherwise. Not counted as a lookup."""
+        if not len(tokens):
+            return 0
+        with self._lock:
+            found = self._index.draft(
+                pattern, len(tokens), min_match=min(min_match, self.max_match)
+            )
+        run = 0
+        for token, count, total in zip(found.tokens, found.counts, found.totals):
+            if token != tokens[run] or count != total or total < min_occurrences:
+                break
+            run += 1
+        return run
+
     def clear(self) -> None:
         with self._lock:
             self._documents.clear()
