@@ -1280,6 +1280,11 @@ SECTIONS = {
         ("draftless-family6-model167-avx2-build",),
         draftless_table,
     ),
+    # And again with the remembered-copy rule on (session 33).
+    "draftless-table-family6-model167-avx2-build-remembered": (
+        ("draftless-family6-model167-avx2-build-remembered",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),

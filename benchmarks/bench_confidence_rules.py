@@ -1,6 +1,7 @@
 """The rules that read the target's confidence (docs/drafting.md), replayed on the real
-workloads: none, the unsure rule alone, and the unsure rule with the sure-copy rule (the
-default beside a free drafter).
+workloads: none, the unsure rule alone, the unsure rule with the sure-copy rule (the default
+beside a free drafter until session 33), and both with the remembered-copy rule (the default
+since).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, decoded once and cached), the top probability of every row
@@ -30,10 +31,11 @@ from bench_tree_outlook import recorded_workloads
 N_CHATS = chats_asked(24)
 SAMPLED_TEMPERATURE = 0.8
 SAMPLED_SEEDS = (1,)
-RULES = {  # name -> (unsure_below, sure_above)
-    "off": (None, None),
-    "unsure": ("default", None),
-    "unsure + sure copy": ("default", "default"),
+RULES = {  # name -> (unsure_below, sure_above, remembered_floor)
+    "off": (None, None, None),
+    "unsure": ("default", None, None),
+    "unsure + sure copy": ("default", "default", None),
+    "unsure + sure copy + remembered": ("default", "default", "default"),
 }
 
 
@@ -100,9 +102,10 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     controller = adaptive.DraftLengthController(
         0, adaptive.DEFAULT_DRAFT_MAX, watch=dataclasses.replace(adaptive.FREE_DRAFTER)
     )
-    unsure, sure = RULES[rule]
+    unsure, sure, remembered = RULES[rule]
     controller.unsure_below = adaptive.UNSURE_BELOW if unsure else None
     controller.sure_above = adaptive.SURE_ABOVE if sure else None
+    controller.remembered_floor = adaptive.REMEMBERED_FLOOR if remembered else None
     controller.use_cost_prior(every_size(costs, adaptive.DEFAULT_DRAFT_MAX + 1), calibrated=True)
     return replay_row(order, costs, controller)
 

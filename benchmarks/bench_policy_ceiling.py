@@ -4,8 +4,9 @@ Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits,
 1.5B, 96 greedy tokens and the target's confidence per token, recorded once and cached by
 bench_confidence_rules), on every batch curve the repository holds (bench_slow_start.curves):
 
-- the policy: the loop replayed as it runs by default (the unsure and sure-copy rules, the
-  lookup with its memory, one controller through bench_draftless's order, chats then edits);
+- the policy: the loop replayed as it runs by default (the unsure, sure-copy and
+  remembered-copy rules, the lookup with its memory, one controller through
+  bench_draftless's order, chats then edits);
 - the ceiling: the draft-length oracle (``pyspec.testing.ceiling``), which knows the output
   and picks every round's length from the same lookup's offers to spend the least target
   time (one drafter with its memory through the same order).
@@ -25,7 +26,7 @@ from bench_confidence_rules import orders, recorded_requests, replay_in_order
 from bench_draftless import MAX_TOKENS
 from bench_slow_start import curves
 
-DEFAULT_RULES = "unsure + sure copy"  # what the loop runs beside a free drafter
+DEFAULT_RULES = "unsure + sure copy + remembered"  # what the loop runs beside a free drafter
 
 
 def offers_in_row(order: list) -> list:

@@ -1,6 +1,7 @@
 """The draft-length cost model, on synthetic costs (no model needed)."""
 
 import numpy as np
+import pytest
 
 from pyspec.llama.drafting.adaptive import (
     REMEMBERED_FLOOR,
@@ -573,12 +574,13 @@ def test_remembered_tokens_are_believed_only_with_the_rule_on_a_sure_target_and_
 
 
 def test_only_the_remembered_tokens_are_believed():
-    """Past the remembered stretch the bucket's estimate holds: a draft of 63 of which 20
-    are remembered is not verified 63 long (the kink makes the rest dear)."""
+    """Past the remembered stretch the bucket's estimate and its slow start hold: of a draft
+    of 63 whose first 31 tokens are remembered, those 31 are verified (a batch of 32; the
+    bucket alone drafts 15, all 63 believed would be 63), and outside a choice the bucket's
+    estimate is as it was."""
     c = _kinked_copy()
     c.remembered_floor = REMEMBERED_FLOOR
-    part = Draft(list(range(63)), bucket="copy", remembered=20)
-    k = c.choose_free(part, 0.99)
-    assert 15 <= k < 63 and c.remembered_tokens == min(20, k)
-    whole = c.expected_tokens(63, "copy")
-    assert whole < 1 + 62 * REMEMBERED_FLOOR**62  # outside a choice, no belief at all
+    part = Draft(list(range(63)), bucket="copy", remembered=31)
+    assert c.choose_free(part, 0.99) == 31 and c.remembered_tokens == 31
+    a = c.acceptance("copy")
+    assert c.expected_tokens(63, "copy") == pytest.approx((1 - a**64) / (1 - a))

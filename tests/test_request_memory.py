@@ -181,12 +181,12 @@ class Shop:
         self.items = {}
 
     def load(self):
-        with open(self.path) as f:
-            self.items = json.load(f)
+        with open(self.path, encoding="utf-8") as source:
+            self.items = json.loads(source.read())
 
     def save(self):
-        with open(self.path, "w") as f:
-            json.dump(self.items, f, indent=2)
+        with open(self.path, "w", encoding="utf-8") as target:
+            target.write(json.dumps(self.items, sort_keys=True))
 
     def add(self, name, quantity):
         self.items[name] = self.items.get(name, 0) + quantity
@@ -204,7 +204,7 @@ def test_a_file_copied_again_is_drafted_long_as_remembered_and_keeps_plain_greed
     # Successive edits of one file, each request carrying the file as the last left it and
     # answered with the whole file: the first request's prompt and answer hold the file
     # twice, so the second answer's copy of it is remembered (the remembered-copy rule, on
-    # by default beside the lookup) and drafted past the slow start.
+    # by default beside the lookup; what it chooses: test_adaptive).
     import llama_cpp
 
     from pyspec.llama import SpeculativeLlama
@@ -230,7 +230,6 @@ def test_a_file_copied_again_is_drafted_long_as_remembered_and_keeps_plain_greed
         stats = llm.speculation.last
         assert stats.remembered_rounds > 0, stats.summary()
         assert "as text earlier requests held" in stats.summary()
-        assert max(stats.draft_lengths) > 16, stats.draft_lengths  # past the slow start
         reference = plain.create_completion(asks[1], max_tokens=128, temperature=0.0)["choices"][0][
             "text"
         ]

@@ -812,13 +812,18 @@ class Speculation:
     def _reads_confidence(self) -> bool:
         """Whether each round reads the target's confidence in its last tokens (the top of
         each row that decided one, from the verifier's pass: 0.01-0.05 ms a round on this
-        Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure or
-        the sure-copy rule on (DraftLengthController.unsure_below, sure_above: the defaults
-        beside a free drafter) and a free drafter's adaptive lengths."""
+        Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure, the
+        sure-copy or the remembered-copy rule on (DraftLengthController.unsure_below,
+        sure_above, remembered_floor: the defaults beside a free drafter) and a free
+        drafter's adaptive lengths."""
         c = self.controller
         return (
             self.free_drafter is not None
-            and (c.unsure_below is not None or c.sure_above is not None)
+            and (
+                c.unsure_below is not None
+                or c.sure_above is not None
+                or c.remembered_floor is not None
+            )
             and not c.fixed
             and c.draft_max > 0  # (draft_max 0: nothing to hold back)
         )

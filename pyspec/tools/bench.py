@@ -92,7 +92,8 @@ SUITES = {
         # AVX2 one, where plain decodes at 12 tok/s (its progress lines say so; give
         # --budget 25 there). Estimated at the default budget so it runs when asked alone.
         9.0,
-        "the unsure and sure-copy rules replayed on the recorded chats and edits (greedy "
+        "the unsure, sure-copy and remembered-copy rules replayed on the recorded chats and "
+        "edits (greedy "
         "and sampled at 0.8), in three orders and the repository's batch curves",
     ),
     "policy-ceiling": (

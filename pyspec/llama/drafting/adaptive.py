@@ -125,7 +125,7 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 # its whole answer would pass. Measured (session 33, docs/drafting.md): on the recorded
 # full-file edits, where the answers leave the remembered text at each edit, remembered tokens
 # with the target sure passed 0.9966 each (greedy) and 0.9963 (sampled at 0.8); in the
-# recorded chats text is remembered at 5 positions of 2,200. Replayed (three orders, seven
+# recorded chats text is remembered at 5 positions of 2,200. Replayed (three orders, eight
 # curves): 96-token edits +2% to +34%, full-file edits -1% to +8% by the mean, chats within 1%.
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
@@ -520,9 +520,10 @@ class DraftLengthController:
         token) 1 + sum over j of the product of the first j tokens' acceptances; otherwise
         the geometric model of one acceptance rate."""
         if kinds or self._remembered:
-            total, alive = 1.0, 1.0
+            total, alive, own = 1.0, 1.0, self.acceptance(bucket)
             for j in range(k):
-                a = self.kind_acceptance(kinds[j], bucket) if kinds else self.acceptance(bucket)
+                # (a token past the kinds given: the bucket's)
+                a = self.kind_acceptance(kinds[j], bucket) if j < len(kinds or ()) else own
                 floor = max(self._floor, self._remembered_floor_at(j))
                 alive *= min(max(a, floor), 0.999)
                 total += alive
@@ -633,8 +634,8 @@ class DraftLengthController:
         self._believed = min(remembered, k) if recalled else 0
         if self._believed:
             self.last_reason += (
-                f"; {remembered} tokens earlier requests held twice or more, each believed "
-                f"to pass at least {self.remembered_floor:.3f}"
+                f"; {self._believed} of its tokens earlier requests held twice or more, each "
+                f"believed to pass at least {self.remembered_floor:.3f}"
             )
         if self._sure_copy:
             self.last_reason += (
@@ -723,10 +724,16 @@ class DraftLengthController:
         on a machine whose batches are as dear, longer drafts where they are cheaper (an
         AMX build: a limit of 2 drafts allows 14, whose batch costs no more than the prior's
         3). Replayed on 23 ShareGPT chats and 5 code edits (docs/drafting.md): with a cheap
-        curve 1.47x -> 1.55x and 4.54x -> 5.09x plain; with a dear one unchanged."""
+        curve 1.47x -> 1.55x and 4.54x -> 5.09x plain; with a dear one unchanged. A sure copy
+        is not bounded; the remembered tokens a choice believes are allowed whole (the
+        tokens past them, on the bucket's estimate, stay bounded)."""
         limit = self._limit.get(bucket)
-        if limit is None or limit >= hi or self._floor or self._remembered:  # (not bounded)
+        if limit is None or limit >= hi or self._floor:  # (a sure copy: not bounded)
             return hi
+        return max(self._slow_start_tokens(limit, hi), min(hi, self._remembered))
+
+    def _slow_start_tokens(self, limit: int, hi: int) -> int:
+        """The limit of ``limit`` tokens read in cost (``_slow_start_limit``), at most hi."""
         if not self.slow_start_in_cost:
             return limit
         one = self.predicted_target(1)
