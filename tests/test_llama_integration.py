@@ -20,7 +20,7 @@ from pyspec.llama import (
     enable_speculation,
 )
 from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.drafting.adaptive import SURE_ABOVE, SURE_RUN, UNSURE_BELOW
+from pyspec.llama.drafting.adaptive import REMEMBERED_FLOOR, SURE_ABOVE, SURE_RUN, UNSURE_BELOW
 from pyspec.llama.request import current_options
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
@@ -825,11 +825,13 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         controller = llm.speculation.controller
         assert controller.unsure_below == UNSURE_BELOW
         assert controller.sure_above == SURE_ABOVE
+        assert controller.remembered_floor == REMEMBERED_FLOOR
         seen, followed = [], []
-        controller.unsure_below = controller.sure_above = None
+        controller.unsure_below = controller.sure_above = controller.remembered_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert len(llm.speculation.last_request.confidence) == 0
         controller.unsure_below, controller.sure_above = UNSURE_BELOW, SURE_ABOVE
+        controller.remembered_floor = REMEMBERED_FLOOR
 
         def choose(*args, confidence=None, real=controller.choose, **kwargs):
             seen.append(confidence)
@@ -862,7 +864,8 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
 
 def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
-    asked for only with the unsure rule on (the default), and it is the top probability of
+    asked for only with a rule that reads it on (the unsure, sure-copy or remembered-copy
+    rule: all three by default), and it is the top probability of
     the raw rows that decided the tokens (checked against ``pyspec.row_logprobs`` on the same
     rows)."""
     import pyspec.llama.loop as loop_module
@@ -885,14 +888,18 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     llm = SpeculativeLlama(qwen_path, draft="lookup", **KW)
     with contextlib.closing(llm):
         controller = llm.speculation.controller
-        controller.unsure_below = controller.sure_above = None
+        controller.unsure_below = controller.sure_above = controller.remembered_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert calls and not any(calls)  # the rules off: nothing asked
+        for rule, value in (("remembered_floor", REMEMBERED_FLOOR), ("sure_above", SURE_ABOVE)):
+            calls.clear()
+            setattr(controller, rule, value)  # one rule alone reads them too
+            llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
+            assert calls and all(calls), rule
+            setattr(controller, rule, None)
         calls.clear()
-        controller.sure_above = SURE_ABOVE  # one rule alone reads them too
-        llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
-        assert calls and all(calls)
-        calls.clear()
+        controller.sure_above = SURE_ABOVE
+        controller.remembered_floor = REMEMBERED_FLOOR
         controller.unsure_below = UNSURE_BELOW  # the defaults
         llm.create_completion(EDIT_PROMPT, max_tokens=24, temperature=0.0)
         assert calls and all(calls)

@@ -576,7 +576,8 @@ class Speculation:
         target was not unsure of its last tokens: ``confidence``); else the costly
         drafter's, where its controller finds that it pays. The round's Plan, before a
         grammar's cut, with whether the free draft was held back because the target was
-        unsure, or verified as a sure copy."""
+        unsure, or verified as a sure copy, and how many of its tokens the remembered-copy
+        rule believed."""
         draft, k, held_back, sure_copy, remembered = Draft([]), 0, False, False, 0
         drafter = self.free_drafter
         if drafter is not None:  # draft first, then let the cost model cut

@@ -118,14 +118,14 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 # after the same context at least twice and never continued otherwise (Draft.remembered,
 # at least REMEMBERED_MIN of them), offered while the target gave each of its last
 # UNSURE_WINDOW tokens at least SURE_ABOVE, are believed to pass with at least
-# REMEMBERED_FLOOR each, and the slow start does not bound the draft. Why: text held twice is
-# text a model reproduced (a file in a prompt and again in its answer), and successive edits
+# REMEMBERED_FLOOR each, and the slow start does not bound them. Why: text held twice is most
+# often text a model reproduced (a file in a prompt and again in its answer), and successive edits
 # of one file reproduce it again; a new request's buckets restart below 0.9, where batches
 # with a kink above 16 tokens (the AVX2 builds) keep each edit at drafts of 3, then 15, when
 # its whole answer would pass. Measured (session 33, docs/drafting.md): on the recorded
 # full-file edits, where the answers leave the remembered text at each edit, remembered tokens
 # with the target sure passed 0.9966 each (greedy) and 0.9963 (sampled at 0.8); in the
-# recorded chats text is remembered at 5 positions of 2,200. Replayed (three orders, eight
+# recorded chats text is remembered at 5 positions of 1,888. Replayed (three orders, eight
 # curves): 96-token edits +2% to +34%, full-file edits -1% to +8% by the mean, chats within 1%.
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
