@@ -81,7 +81,8 @@ def check_llama(report: Report) -> None:
     features = build_features(info)
     on = sorted(name for name, value in features.items() if value == "1")
     report.add(OK, "llama.cpp CPU features", " ".join(on) or info)
-    left_out = levels_left_out(features, cpu_flags())
+    flags = cpu_flags()  # (/proc/cpuinfo, read once for both checks below)
+    left_out = levels_left_out(features, flags)
     if left_out:
         # Asked for (--no-amx, --simd) or not, the user should know: batches, and so every
         # speculative gain, cost what they cost on a CPU without these levels.
@@ -93,7 +94,7 @@ def check_llama(report: Report) -> None:
             "cost without them; `python3 -m pyspec install-llama` builds for all of them",
         )
     fix = installed_amx_fix() if features.get("AMX_INT8") == "1" else 0
-    reason = amx_crash_reason(info, cpu_flags(), fixed=fix > 0)
+    reason = amx_crash_reason(info, flags, fixed=fix > 0)
     if reason:
         report.add(FAIL, "llama.cpp AMX path", reason)
     elif features.get("AMX_INT8") == "1":
