@@ -9,6 +9,7 @@ import pytest
 
 from pyspec.llama.drafting.lookup import PromptLookup
 from pyspec.llama.drafting.request_memory import RequestMemory
+from pyspec.suffix_index import SEPARATOR
 
 
 def test_a_later_request_drafts_what_an_earlier_one_answered():
@@ -45,15 +46,58 @@ def test_the_request_itself_comes_first():
 
 def test_text_held_twice_and_never_continued_otherwise_is_remembered():
     memory = RequestMemory(1000)
-    memory.add([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    memory.add([1, 2, 3, 4, 5, 6, 7, 8, 9], n_prompt=0)  # all of it an answer
     before = memory.stats.lookups
     assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 7], 4) == 0  # held once
-    memory.add([50, 1, 2, 3, 4, 5, 6, 7, 60])  # a second document goes on alike, then not
+    memory.add([50, 1, 2, 3, 4, 5, 6, 7, 60], n_prompt=9)  # a second goes on alike, then not
     assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 7, 8, 9], 4) == 3  # 8 against 60
     assert memory.agreeing_run([1, 2, 3, 4], [5, 6, 99], 4) == 2  # the draft leaves it
     assert memory.agreeing_run([2, 3, 4], [5, 6, 7], 4) == 0  # a match shorter than asked
     assert memory.agreeing_run([1, 2, 3, 4], [], 4) == 0
     assert memory.stats.lookups == before  # not a lookup of the statistics
+
+
+def test_text_held_only_in_prompts_is_not_remembered():
+    # A system prompt (or a tool schema) every request sends: held twice, written by no
+    # model. An output that quotes a few of its tokens is not believed to copy the rest.
+    system = list(range(200, 240))
+    memory = RequestMemory(1000)
+    memory.add(system + [1, 2, 3, 70, 71], n_prompt=len(system) + 3)
+    memory.add(system + [4, 5, 6, 80, 81], n_prompt=len(system) + 3)
+    assert memory.agreeing_run(system[:8], system[8:30], 4) == 0
+    # Once a model wrote it (an answer that quoted it), it is text a model reproduces.
+    memory.add([9, 9] + system[:30], n_prompt=2)
+    assert memory.agreeing_run(system[:8], system[8:30], 4) == 22
+    # Without n_prompt nothing of a request counts as an answer.
+    unknown = RequestMemory(1000)
+    unknown.add(system)
+    unknown.add(system)
+    assert unknown.agreeing_run(system[:8], system[8:30], 4) == 0
+
+
+def test_the_answers_follow_the_documents_through_turns_cuts_and_evictions():
+    memory = RequestMemory(40)
+    memory.add([1, 2, 3, 4, 5, 6], n_prompt=4)  # answer [5, 6]
+    memory.add([1, 2, 3, 4, 5, 6, 7, 8, 9], n_prompt=7)  # the next turn: answer [8, 9]
+    assert memory._answers.tokens().tolist() == [8, 9, SEPARATOR]
+    cut = RequestMemory(40)
+    cut.add(list(range(100, 150)), n_prompt=45)  # cut to its last 40: its answer whole
+    assert cut._answers.tokens().tolist() == [145, 146, 147, 148, 149, SEPARATOR]
+    for i in range(12):  # evictions rebuild both indexes from the documents kept
+        memory.add(np.arange(10) + 1000 * i, n_prompt=i % 11)
+        held = sum(d.size + 1 for d, _ in memory._documents)
+        answers = sum(d.size - n + 1 for d, n in memory._documents if d.size > n)
+        assert (len(memory._index), len(memory._answers)) == (held, answers)
+    assert memory.stats.evicted > 0
+
+
+def test_a_bad_prompt_length_is_refused_and_changes_nothing():
+    memory = RequestMemory(100)
+    memory.add([1, 2, 3], n_prompt=2)
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="n_prompt"):
+            memory.add([7, 8, 9], n_prompt=bad)
+    assert (len(memory), memory.stats.documents, len(memory._answers)) == (3, 1, 2)
 
 
 def test_a_draft_says_how_much_of_it_earlier_requests_held_twice():
@@ -62,7 +106,8 @@ def test_a_draft_says_how_much_of_it_earlier_requests_held_twice():
     lookup.use_memory(memory)
     text = list(range(100, 130))
     lookup.start_request()
-    lookup.end_request([7] + text + [8] + text)  # a prompt and the answer that copied it
+    # A prompt and the answer that copied it.
+    lookup.end_request([7] + text + [8] + text, n_prompt=len(text) + 2)
     lookup.start_request()
     draft = lookup.draft([9] + text + [8] + text[:10], 16, None, 41)  # copying it again
     assert draft.tokens == text[10:26] and draft.remembered == 16
@@ -96,8 +141,10 @@ def test_concurrent_requests_keep_the_memory_whole():
     def worker(seed):
         rng = np.random.default_rng(seed)
         for _ in range(200):
-            memory.add(rng.integers(0, 50, size=int(rng.integers(1, 60))))
+            size = int(rng.integers(1, 60))
+            memory.add(rng.integers(0, 50, size=size), n_prompt=int(rng.integers(0, size + 1)))
             memory.draft(rng.integers(0, 50, size=4), 8)
+            memory.agreeing_run(rng.integers(0, 50, size=4), rng.integers(0, 50, size=8), 2)
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
     for t in threads:
@@ -105,8 +152,10 @@ def test_concurrent_requests_keep_the_memory_whole():
     for t in threads:
         t.join()
     assert len(memory) <= 5000 and memory.stats.lookups == 800
-    # What it holds is exactly its documents, separators between them.
+    # What it holds is exactly its documents, separators between them; and their answers.
     assert len(memory._index) == len(memory) + memory.stats.documents
+    answers = sum(d.size - n + 1 for d, n in memory._documents if d.size > n)
+    assert len(memory._answers) == answers
 
 
 def test_bad_cap_is_refused():

@@ -846,7 +846,7 @@ class Speculation:
             stats.cost_model += (
                 f" | {self.costly_drafter.name}: {self.costly_controller.describe()}"
             )
-        self.drafter.end_request(req.context)
+        self.drafter.end_request(req.context, req.n_prompt)
         if self.memory is not None:
             stats.memory_lookups = self.free_drafter.memory_lookups
             stats.memory_hits = self.free_drafter.memory_hits

@@ -48,7 +48,8 @@ class Round:
     # (DraftLengthController.sure_above).
     sure_copy: bool = False
     # Leading drafts the remembered-copy rule believed (DraftLengthController.
-    # remembered_floor): text earlier requests held twice or more. 0: the rule did not decide.
+    # remembered_floor): text earlier requests held twice or more, an answer once at least.
+    # 0: the rule did not decide.
     remembered: int = 0
 
     @property

@@ -53,7 +53,7 @@ class SpeculationStats:
     # Rounds whose draft was verified as a sure copy (the sure-copy rule, on beside it).
     sure_copy_rounds: int = 0
     # Rounds whose remembered tokens were believed (the remembered-copy rule, on beside it):
-    # text the memory of earlier requests held twice or more.
+    # text the memory of earlier requests held twice or more (an answer once at least).
     remembered_rounds: int = 0
 
     @property

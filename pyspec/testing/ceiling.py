@@ -66,7 +66,7 @@ def lookup_offers(
         context = list(prompt) + list(output[:i])
         tokens = drafter.draft(context, room, None, len(context)).tokens[:room]
         lengths[i], runs[i] = len(tokens), passing(tokens, output, i)
-    drafter.end_request(list(prompt) + list(output))
+    drafter.end_request(list(prompt) + list(output), len(prompt))
     return Offers(lengths, runs)
 
 

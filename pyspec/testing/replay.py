@@ -156,7 +156,7 @@ def replay_lookup(
         controller.observe(r)
         stats.add_round(r)
         i += r.emitted
-    drafter.end_request(list(prompt) + list(output))
+    drafter.end_request(list(prompt) + list(output), len(prompt))
     speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
     return ReplayResult(
         speedup,

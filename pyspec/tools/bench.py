@@ -105,6 +105,14 @@ SUITES = {
         "the cost model's draft lengths replayed against the draft-length oracle's, on the "
         "recorded chats and edits and the repository's batch curves",
     ),
+    "tool-prompts": (
+        ["bench_tool_prompts.py", "-s"],
+        # seconds once recorded; a fresh machine decodes the 12 answers and their confidences
+        # first (about a minute on the AMX Xeon, a few on an AVX2 EPYC).
+        3.0,
+        "the remembered-copy rule replayed on tool calls whose prompts all repeat one system "
+        "prompt, on the repository's batch curves",
+    ),
     "batch-depth": (
         ["bench_batch_depth.py", "-s"],
         5.0,

@@ -115,8 +115,11 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 
 # The remembered-copy rule (DraftLengthController.remembered_floor; the loop turns it on beside
 # the sure-copy rule): the leading tokens of a draft that the memory of earlier requests holds
-# after the same context at least twice and never continued otherwise (Draft.remembered,
-# at least REMEMBERED_MIN of them), offered while the target gave each of its last
+# after the same context at least twice, in an earlier answer at least once, and never
+# continued otherwise (Draft.remembered, at least REMEMBERED_MIN of them; text held only in
+# prompts, such as a system prompt every request sends, is not: replayed on tool calls
+# that quote a few tokens of their schemas, believing it made one request 0.34x as fast on
+# the Zen 3 curve, docs/drafting.md), offered while the target gave each of its last
 # UNSURE_WINDOW tokens at least SURE_ABOVE, are believed to pass with at least
 # REMEMBERED_FLOOR each, and the slow start does not bound them. Why: text held twice is most
 # often text a model reproduced (a file in a prompt and again in its answer), and successive edits
@@ -126,7 +129,8 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 # full-file edits, where the answers leave the remembered text at each edit, remembered tokens
 # with the target sure passed 0.9966 each (greedy) and 0.9963 (sampled at 0.8); in the
 # recorded chats text is remembered at 5 positions of 1,888. Replayed (three orders, eight
-# curves): 96-token edits +2% to +34%, full-file edits -1% to +8% by the mean, chats within 1%.
+# curves): 96-token edits +2% to +34%, full-file edits -1% to +8% by the mean, chats within 1%
+# (session 33's rule, before the answers' index: that took 0% to 5% of the edits' gain back).
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
 

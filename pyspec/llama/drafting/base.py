@@ -42,9 +42,9 @@ class Draft:
     # sure_above). 0: not a copy, or not known.
     followed: int = 0
     # Leading tokens that earlier requests (prompt lookup's memory) held after the same
-    # context at least twice and never continued otherwise (RequestMemory.agreeing_run):
-    # text that was reproduced before (DraftLengthController.remembered_floor). 0: none, or
-    # no memory.
+    # context at least twice, in an answer at least once, and never continued otherwise
+    # (RequestMemory.agreeing_run): text a model reproduced before (DraftLengthController.
+    # remembered_floor). 0: none, or no memory.
     remembered: int = 0
 
 
@@ -106,9 +106,10 @@ class Drafter:
         """``reproducible=True``: drafts as a fresh drafter would make them, whatever the
         earlier requests were (the default may reuse a cache when the request repeats)."""
 
-    def end_request(self, context) -> None:
-        """Called when a generate call ends, with its prompt and output (a drafter with a
-        memory of earlier requests stores them)."""
+    def end_request(self, context, n_prompt: Optional[int] = None) -> None:
+        """Called when a generate call ends, with its prompt and output, the first
+        ``n_prompt`` tokens the prompt (a drafter with a memory of earlier requests stores
+        them, and tells the answers apart: text a model wrote)."""
 
     def close(self) -> None:
         pass

@@ -12,6 +12,8 @@ emitted, and the loss budget charges that catch-up to the round that needs it.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspec.errors import ArgumentTypeError, InvalidInputError
 from pyspec.llama.drafting.base import Drafter
 
@@ -39,9 +41,9 @@ class CombinedDrafter(Drafter):
         for m in self.members:
             m.start_request()
 
-    def end_request(self, context) -> None:
+    def end_request(self, context, n_prompt: Optional[int] = None) -> None:
         for m in self.members:
-            m.end_request(context)
+            m.end_request(context, n_prompt)
 
     def set_reproducible(self, on: bool) -> None:
         for m in self.members:

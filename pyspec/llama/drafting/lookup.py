@@ -35,8 +35,8 @@ from pyspec.llama.drafting.request_memory import RequestMemory
 from pyspec.suffix_index import SuffixIndex
 
 # A drafted token counts as remembered where the memory holds its context's continuation at
-# least this often, never otherwise (Draft.remembered): once in a request's prompt and again
-# in its output is a copy the model made before.
+# least this often, an earlier answer among them, never otherwise (Draft.remembered): once
+# in a request's prompt and again in its output is a copy the model made before.
 REMEMBERED_OCCURRENCES = 2
 
 
@@ -88,9 +88,9 @@ class PromptLookup(Drafter):
         self._reset()
         self.memory_lookups = self.memory_hits = 0
 
-    def end_request(self, context) -> None:
+    def end_request(self, context, n_prompt: Optional[int] = None) -> None:
         if self.memory is not None:
-            self.memory.add(context)
+            self.memory.add(context, n_prompt)
 
     def set_reproducible(self, on: bool) -> None:
         if on:  # drafts as a fresh drafter would make them: nothing from earlier requests
