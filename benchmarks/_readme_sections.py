@@ -1285,6 +1285,11 @@ SECTIONS = {
         ("draftless-family6-model167-avx2-build-remembered",),
         draftless_table,
     ),
+    # And with the memory's answers' index (session 34: text only prompts hold not believed).
+    "draftless-table-family6-model167-avx2-build-answers": (
+        ("draftless-family6-model167-avx2-build-answers",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),

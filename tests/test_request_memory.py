@@ -76,19 +76,31 @@ def test_text_held_only_in_prompts_is_not_remembered():
 
 
 def test_the_answers_follow_the_documents_through_turns_cuts_and_evictions():
-    memory = RequestMemory(40)
+    # Each answer is held after its prompt's last max_match tokens (here 2), so that a match
+    # can run from the prompt's end into it.
+    memory = RequestMemory(40, max_match=2)
     memory.add([1, 2, 3, 4, 5, 6], n_prompt=4)  # answer [5, 6]
     memory.add([1, 2, 3, 4, 5, 6, 7, 8, 9], n_prompt=7)  # the next turn: answer [8, 9]
-    assert memory._answers.tokens().tolist() == [8, 9, SEPARATOR]
-    cut = RequestMemory(40)
+    assert memory._answers.tokens().tolist() == [6, 7, 8, 9, SEPARATOR]
+    cut = RequestMemory(40, max_match=2)
     cut.add(list(range(100, 150)), n_prompt=45)  # cut to its last 40: its answer whole
-    assert cut._answers.tokens().tolist() == [145, 146, 147, 148, 149, SEPARATOR]
+    assert cut._answers.tokens().tolist() == [143, 144, 145, 146, 147, 148, 149, SEPARATOR]
     for i in range(12):  # evictions rebuild both indexes from the documents kept
         memory.add(np.arange(10) + 1000 * i, n_prompt=i % 11)
         held = sum(d.size + 1 for d, _ in memory._documents)
-        answers = sum(d.size - n + 1 for d, n in memory._documents if d.size > n)
+        answers = sum(d.size - max(n - 2, 0) + 1 for d, n in memory._documents if d.size > n)
         assert (len(memory._index), len(memory._answers)) == (held, answers)
     assert memory.stats.evicted > 0
+
+
+def test_an_answer_is_remembered_from_its_first_token():
+    # The answers' first drafts match the prompt's end (a chat template's last tokens) and
+    # the answer's first tokens: the answers' index must hold that end before each answer.
+    template, answer = [90, 91, 92, 93], list(range(300, 330))
+    memory = RequestMemory(1000)
+    for user in ([1, 2], [3, 4]):
+        memory.add(user + template + answer, n_prompt=len(user) + len(template))
+    assert memory.agreeing_run(template + answer[:1], answer[1:21], 4) == 20
 
 
 def test_a_bad_prompt_length_is_refused_and_changes_nothing():
@@ -97,7 +109,7 @@ def test_a_bad_prompt_length_is_refused_and_changes_nothing():
     for bad in (-1, 4):
         with pytest.raises(ValueError, match="n_prompt"):
             memory.add([7, 8, 9], n_prompt=bad)
-    assert (len(memory), memory.stats.documents, len(memory._answers)) == (3, 1, 2)
+    assert (len(memory), memory.stats.documents, len(memory._answers)) == (3, 1, 4)
 
 
 def test_a_draft_says_how_much_of_it_earlier_requests_held_twice():
@@ -154,7 +166,7 @@ def test_concurrent_requests_keep_the_memory_whole():
     assert len(memory) <= 5000 and memory.stats.lookups == 800
     # What it holds is exactly its documents, separators between them; and their answers.
     assert len(memory._index) == len(memory) + memory.stats.documents
-    answers = sum(d.size - n + 1 for d, n in memory._documents if d.size > n)
+    answers = sum(d.size - max(n - 16, 0) + 1 for d, n in memory._documents if d.size > n)
     assert len(memory._answers) == answers
 
 

@@ -7,9 +7,9 @@ capped in tokens: when it holds more than ``max_tokens``, the oldest documents g
 is rebuilt from the rest, about a millisecond per 10,000 tokens, once per quarter of the
 cap). A chat's next turn carries the last one as its history: a request whose prompt
 starts with the latest document replaces it rather than storing it twice. A second index
-holds the documents' outputs alone (the answers: text a model wrote), so that text sent
-twice in prompts (a long system prompt, a tool schema, a file attached twice) is not taken
-for text a model reproduces (``agreeing_run``).
+holds the documents' outputs (the answers: text a model wrote, each after the few prompt
+tokens before it), so that text sent twice in prompts (a long system prompt, a tool schema,
+a file attached twice) is not taken for text a model reproduces (``agreeing_run``).
 
 Thread-safe (one lock): the server's requests may end and draft concurrently.
 """
@@ -82,16 +82,27 @@ class RequestMemory:
                 _, last_prompt = self._documents.pop()
                 self._held -= last.size
                 self._index.truncate(len(self._index) - last.size - 1)
-                if last.size > last_prompt:
-                    self._answers.truncate(len(self._answers) - (last.size - last_prompt) - 1)
+                answer = self._answer(last, last_prompt)
+                if answer is not None:
+                    self._answers.truncate(len(self._answers) - answer.size)
             self._documents.append((doc, n_prompt))
             self._held += doc.size
             self._index.append(np.append(doc, SEPARATOR).astype(np.int32))
-            if doc.size > n_prompt:
-                self._answers.append(np.append(doc[n_prompt:], SEPARATOR).astype(np.int32))
+            answer = self._answer(doc, n_prompt)
+            if answer is not None:
+                self._answers.append(answer)
             if self._held > self.max_tokens:
                 self._evict()
             self.stats.tokens, self.stats.documents = self._held, len(self._documents)
+
+    def _answer(self, doc, n_prompt: int):
+        """What the answers' index holds of one document (None: it has no output): the
+        output, after the prompt's last ``max_match`` tokens (so that a match can run from
+        the prompt's end into the answer, as a new answer's first drafts need), and a
+        separator."""
+        if doc.size <= n_prompt:
+            return None
+        return np.append(doc[max(0, n_prompt - self.max_match) :], SEPARATOR).astype(np.int32)
 
     def _evict(self) -> None:
         """Drops the oldest documents down to 3/4 of the cap (so a rebuild is rare)."""
@@ -103,9 +114,9 @@ class RequestMemory:
         if self._documents:
             parts = [np.append(d, SEPARATOR) for d, _ in self._documents]
             self._index.append(np.concatenate(parts).astype(np.int32))
-            answers = [np.append(d[n:], SEPARATOR) for d, n in self._documents if d.size > n]
+            answers = [a for a in (self._answer(d, n) for d, n in self._documents) if a is not None]
             if answers:
-                self._answers.append(np.concatenate(answers).astype(np.int32))
+                self._answers.append(np.concatenate(answers))
 
     def draft(self, pattern, max_tokens: int, min_match: int = MIN_MATCH) -> SuffixDraft:
         """The memory's draft from a match of at least ``min_match`` tokens (none shorter:
