@@ -130,7 +130,7 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 # with the target sure passed 0.9966 each (greedy) and 0.9963 (sampled at 0.8); in the
 # recorded chats text is remembered at 5 positions of 1,888. Replayed (three orders, eight
 # curves): 96-token edits +2% to +34%, full-file edits -1% to +8% by the mean, chats within 1%
-# (session 33's rule, before the answers' index: that took 0% to 5% of the edits' gain back).
+# (the same to the last digit with the answers' index of session 34).
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
 
