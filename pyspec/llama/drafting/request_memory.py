@@ -51,7 +51,7 @@ class RequestMemory:
         self._lock = threading.Lock()
         self._documents: deque = deque()  # (np.int32 array, prompt tokens in it), oldest first
         self._index = SuffixIndex(self.max_match)
-        self._answers = SuffixIndex(self.max_match)  # the documents' outputs alone
+        self._answers = SuffixIndex(self.max_match)  # the outputs, after their prompts' tails
         self._held = 0
         self.stats = MemoryStats()
 
