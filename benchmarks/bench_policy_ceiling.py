@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from bench_confidence_rules import orders, recorded_requests, replay_in_order
 from bench_draftless import MAX_TOKENS
-from bench_slow_start import curves
+from bench_slow_start import _geo, curves
 
 DEFAULT_RULES = "unsure + sure copy + remembered"  # what the loop runs beside a free drafter
 
@@ -42,10 +42,6 @@ def offers_in_row(order: list) -> list:
         lookup_offers(prompt, output, drafter=drafter, max_tokens=MAX_TOKENS)
         for _, prompt, output, _ in order
     ]
-
-
-def _geo(values) -> float:
-    return float(np.exp(np.mean(np.log(values))))
 
 
 def bench_policy_ceiling(benchmark):

@@ -19,7 +19,7 @@ import numpy as np
 from _tool_calls import requests as tool_requests
 from bench_confidence_rules import recorded_confidences, replay_in_order
 from bench_draftless import THREADS, render_chat
-from bench_slow_start import curves
+from bench_slow_start import _geo, curves
 from bench_tree_outlook import _decoded_outputs
 
 RULES = ("unsure + sure copy", "unsure + sure copy + remembered")  # off, on
@@ -46,10 +46,6 @@ def recorded_tool_requests() -> list:
     kept = [(p, o) for p, o in zip(prompts, outputs) if len(o) >= 2]
     confidences = recorded_confidences([p for p, _ in kept], [o for _, o in kept])
     return [("tool calls", p, o, c) for (p, o), c in zip(kept, confidences)]
-
-
-def _geo(values) -> float:
-    return float(np.exp(np.mean(np.log(values))))
 
 
 def bench_tool_prompts(benchmark):
