@@ -17,35 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 from _tool_calls import requests as tool_requests
-from bench_confidence_rules import recorded_confidences, replay_in_order
-from bench_draftless import THREADS, render_chat
+from bench_confidence_rules import recorded_requests, replay_in_order
 from bench_slow_start import _geo, curves
-from bench_tree_outlook import _decoded_outputs
 
 RULES = ("unsure + sure copy", "unsure + sure copy + remembered")  # off, on
 
 
 def recorded_tool_requests() -> list:
     """(workload, prompt, output, confidence) per request (outputs of 2 tokens or more)."""
-    import llama_cpp
-
-    from pyspec.testing.models import ensure_model
-
-    llm = llama_cpp.Llama(
-        model_path=str(ensure_model("qwen2.5-coder-1.5b")),
-        n_ctx=4096,
-        n_threads=THREADS,
-        verbose=False,
-    )
-    prompts = [
-        llm.tokenize(render_chat(llm, messages).encode(), add_bos=True, special=True)
-        for _, messages in tool_requests()
-    ]
-    outputs = _decoded_outputs(llm, prompts)
-    llm.close()
-    kept = [(p, o) for p, o in zip(prompts, outputs) if len(o) >= 2]
-    confidences = recorded_confidences([p for p, _ in kept], [o for _, o in kept])
-    return [("tool calls", p, o, c) for (p, o), c in zip(kept, confidences)]
+    return recorded_requests(workloads=[("tool calls", m) for _, m in tool_requests()])
 
 
 def bench_tool_prompts(benchmark):

@@ -181,20 +181,24 @@ def batch_costs() -> dict:
     return {int(n): v / build["1"] for n, v in build.items() if n.isdigit()}
 
 
-def recorded_workloads(n_chats: int, temperature: float = 0.0, seed: int = 0):
-    """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, their prompt
-    tokens, and their outputs (greedy, or sampled at ``temperature`` from ``seed``; decoded
-    once, cached)."""
+def recorded_workloads(
+    n_chats: int, temperature: float = 0.0, seed: int = 0, workloads: list | None = None
+):
+    """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, or the given
+    ``workloads`` ((workload, messages) pairs) instead, their prompt tokens, and their outputs
+    (greedy, or sampled at ``temperature`` from ``seed``; decoded once, cached)."""
     import llama_cpp
-    from _code_edits import requests as code_requests
-    from _sharegpt import chat_requests
 
     from pyspec.testing.models import ensure_model
 
     target = str(ensure_model("qwen2.5-coder-1.5b"))
     llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
-    workloads = [("chat", r["messages"]) for r in chat_requests(llm, n_chats)]
-    workloads += [("code edits", messages) for _, messages in code_requests()]
+    if workloads is None:
+        from _code_edits import requests as code_requests
+        from _sharegpt import chat_requests
+
+        workloads = [("chat", r["messages"]) for r in chat_requests(llm, n_chats)]
+        workloads += [("code edits", messages) for _, messages in code_requests()]
     prompts = [
         llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
     ]

