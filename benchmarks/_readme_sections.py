@@ -786,6 +786,7 @@ def _against_one_mode(rows: list, mode: str) -> str:
 
 # The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
 OTHER_LOOKUPS = (
+    "lookup, reproduction rule off",
     "lookup, remembered-copy rule off",
     "lookup, sure-copy rule off",
     "lookup, unsure rule off",
@@ -794,29 +795,23 @@ OTHER_LOOKUPS = (
 )
 
 
+# The rules whose "off" variant ran beside the lookup: the reproduction rule (session 36
+# on), the remembered-copy rule (sessions 33-35), the sure-copy rule (sessions 22-32), the
+# unsure rule (session 21).
+RULES_RUN_OFF = ("reproduction", "remembered-copy", "sure-copy", "unsure")
+
+
 def _against_other_lookup(s: dict, best: str) -> str:
-    """The lookup against the variant that ran beside it: the remembered-copy rule off
-    (session 33 on), the sure-copy rule off (sessions 22-32), the unsure rule off (session
-    21), drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
+    """The lookup against the variant that ran beside it: one rule off (RULES_RUN_OFF),
+    drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
     rate = s["rate"]
-    if "lookup, remembered-copy rule off" in rate:
-        off = rate["lookup, remembered-copy rule off"]
-        return (
-            f"; with the remembered-copy rule off (the default before) {off:.2f} tok/s "
-            f"against {rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
-        )
-    if "lookup, sure-copy rule off" in rate:
-        off = rate["lookup, sure-copy rule off"]
-        return (
-            f"; with the sure-copy rule off (the default before) {off:.2f} tok/s against "
-            f"{rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
-        )
-    if "lookup, unsure rule off" in rate:
-        off = rate["lookup, unsure rule off"]
-        return (
-            f"; with the unsure rule off (the default before) {off:.2f} tok/s against "
-            f"{rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
-        )
+    for rule in RULES_RUN_OFF:
+        off = rate.get(f"lookup, {rule} rule off")
+        if off:
+            return (
+                f"; with the {rule} rule off (the default before) {off:.2f} tok/s against "
+                f"{rate['lookup']:.2f} ({rate['lookup'] / off:.3f}x)."
+            )
     if "lookup up to 32" in rate and "lookup up to 32" not in s["rate_at_cpp"]:
         return (
             f"; with drafts up to 32 (the default before) {rate['lookup up to 32']:.2f} tok/s "

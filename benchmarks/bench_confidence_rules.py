@@ -1,7 +1,7 @@
 """The rules that read the target's confidence (docs/drafting.md), replayed on the real
 workloads: none, the unsure rule alone, the unsure rule with the sure-copy rule (the default
-beside a free drafter until session 33), and both with the remembered-copy rule (the default
-since).
+beside a free drafter until session 33), both with the remembered-copy rule (the default in
+sessions 33-35), and the three with the reproduction rule (the default since session 36).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, decoded once and cached), the top probability of every row
@@ -31,11 +31,12 @@ from bench_tree_outlook import recorded_workloads
 N_CHATS = chats_asked(24)
 SAMPLED_TEMPERATURE = 0.8
 SAMPLED_SEEDS = (1,)
-RULES = {  # name -> (unsure_below, sure_above, remembered_floor)
-    "off": (None, None, None),
-    "unsure": ("default", None, None),
-    "unsure + sure copy": ("default", "default", None),
-    "unsure + sure copy + remembered": ("default", "default", "default"),
+RULES = {  # name -> (unsure_below, sure_above, remembered_floor, reproduced_floor)
+    "off": (None, None, None, None),
+    "unsure": ("default", None, None, None),
+    "unsure + sure copy": ("default", "default", None, None),
+    "unsure + sure copy + remembered": ("default", "default", "default", None),
+    "unsure + sure copy + remembered + reproduced": ("default",) * 4,
 }
 
 
@@ -102,10 +103,11 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     controller = adaptive.DraftLengthController(
         0, adaptive.DEFAULT_DRAFT_MAX, watch=dataclasses.replace(adaptive.FREE_DRAFTER)
     )
-    unsure, sure, remembered = RULES[rule]
+    unsure, sure, remembered, reproduced = RULES[rule]
     controller.unsure_below = adaptive.UNSURE_BELOW if unsure else None
     controller.sure_above = adaptive.SURE_ABOVE if sure else None
     controller.remembered_floor = adaptive.REMEMBERED_FLOOR if remembered else None
+    controller.reproduced_floor = adaptive.REPRODUCED_FLOOR if reproduced else None
     controller.use_cost_prior(every_size(costs, adaptive.DEFAULT_DRAFT_MAX + 1), calibrated=True)
     return replay_row(order, costs, controller)
 
@@ -124,11 +126,8 @@ def recorded_requests(
     return [(w, p, o, c) for (w, p, o), c in zip(kept, confidences)]
 
 
-def bench_confidence_rules(benchmark):
-    # A sampled text can wander off a copy while the target's rows stay sure, which the greedy
-    # recordings cannot show: the rules are replayed on a sampled recording too. A sampled
-    # output replays exactly: a point-mass draft passes a position exactly when the target's
-    # own draw there is the drafted token, which is the recorded draw.
+def all_recordings() -> dict:
+    """name -> recorded_requests(): the greedy recording and one per sampled seed."""
     recordings = {"greedy": recorded_requests()}
     recordings.update(
         (
@@ -137,6 +136,15 @@ def bench_confidence_rules(benchmark):
         )
         for seed in SAMPLED_SEEDS
     )
+    return recordings
+
+
+def bench_confidence_rules(benchmark):
+    # A sampled text can wander off a copy while the target's rows stay sure, which the greedy
+    # recordings cannot show: the rules are replayed on a sampled recording too. A sampled
+    # output replays exactly: a point-mass draft passes a position exactly when the target's
+    # own draw there is the drafted token, which is the recorded draw.
+    recordings = all_recordings()
 
     def run_all():
         table: dict = {}

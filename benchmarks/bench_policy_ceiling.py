@@ -26,7 +26,8 @@ from bench_confidence_rules import orders, recorded_requests, replay_in_order
 from bench_draftless import MAX_TOKENS
 from bench_slow_start import _geo, curves
 
-DEFAULT_RULES = "unsure + sure copy + remembered"  # what the loop runs beside a free drafter
+# what the loop runs beside a free drafter
+DEFAULT_RULES = "unsure + sure copy + remembered + reproduced"
 
 
 def offers_in_row(order: list) -> list:

@@ -6,6 +6,7 @@ import pytest
 from pyspec.llama.drafting.adaptive import (
     REMEMBERED_FLOOR,
     REMEMBERED_MIN,
+    REPRODUCED_FLOOR,
     SURE_ABOVE,
     SURE_COPY_FLOORS,
     SURE_RUN,
@@ -571,6 +572,31 @@ def test_remembered_tokens_are_believed_only_with_the_rule_on_a_sure_target_and_
     fixed = DraftLengthController(0, 4, fixed=True)
     fixed.remembered_floor = REMEMBERED_FLOOR
     assert fixed.choose_free(copy, 0.99) == 4 and fixed.remembered_tokens == 0
+
+
+def test_reproduced_tokens_are_believed_only_with_the_rule_on_and_a_sure_target():
+    """The reproduction rule believes a draft's reproduced tokens (Draft.reproduced) at
+    reproduced_floor as the remembered-copy rule believes remembered ones: the longest batch
+    pays; a part reproduced is believed alone; off, unsure or fixed: the bucket's choice."""
+    c = _kinked_copy()
+    assert c.reproduced_floor is None  # off on a bare controller
+    copy = Draft(list(range(63)), bucket="copy", reproduced=63)
+    own = c.choose_free(copy, 0.99)
+    assert own == 15 and c.reproduced_tokens == 0
+    c.reproduced_floor = REPRODUCED_FLOOR
+    assert c.choose_free(copy, 0.99) == 63
+    assert c.reproduced_tokens == 63 and c.remembered_tokens == 0
+    assert "answer reproduces" in c.last_reason
+    for confidence in (SURE_ABOVE - 0.01, None):
+        assert c.choose_free(copy, confidence) == own and c.reproduced_tokens == 0
+    part = Draft(list(range(63)), bucket="copy", reproduced=31)
+    assert c.choose_free(part, 0.99) == 31 and c.reproduced_tokens == 31
+    c.observe(Round(bucket="copy", offered=31, verified=31, accepted=31, emitted=32, batch=32))
+    assert c.reproduced_tokens == 0  # until its round is observed
+    assert c.choose_free(Draft([]), 0.99) == 0 and c.reproduced_tokens == 0
+    fixed = DraftLengthController(0, 4, fixed=True)
+    fixed.reproduced_floor = REPRODUCED_FLOOR
+    assert fixed.choose_free(copy, 0.99) == 4 and fixed.reproduced_tokens == 0
 
 
 def test_only_the_remembered_tokens_are_believed():

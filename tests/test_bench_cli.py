@@ -78,7 +78,12 @@ def test_a_missing_package_is_named_before_anything_runs(tmp_path):
 def test_every_suite_that_decodes_chats_checks_for_them():
     from pyspec.tools.bench import CHAT_SUITES, SUITES
 
-    uses = ("chat_requests(", "recorded_workloads(N_CHATS", "recorded_requests()")
+    uses = (
+        "chat_requests(",
+        "recorded_workloads(N_CHATS",
+        "recorded_requests()",
+        "all_recordings(",
+    )
     for name, (args, _, _) in SUITES.items():
         texts = [(BENCHMARKS / a).read_text() for a in args if a.endswith(".py")]
         if any(u in text for text in texts for u in uses):

@@ -20,7 +20,13 @@ from pyspec.llama import (
     enable_speculation,
 )
 from pyspec.llama.batch_decoder import BatchDecoder
-from pyspec.llama.drafting.adaptive import REMEMBERED_FLOOR, SURE_ABOVE, SURE_RUN, UNSURE_BELOW
+from pyspec.llama.drafting.adaptive import (
+    REMEMBERED_FLOOR,
+    REPRODUCED_FLOOR,
+    SURE_ABOVE,
+    SURE_RUN,
+    UNSURE_BELOW,
+)
 from pyspec.llama.request import current_options
 from pyspec.testing.near_tie import compare_greedy, compare_texts, one_token_gap
 
@@ -826,12 +832,17 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert controller.unsure_below == UNSURE_BELOW
         assert controller.sure_above == SURE_ABOVE
         assert controller.remembered_floor == REMEMBERED_FLOOR
+        assert controller.reproduced_floor == REPRODUCED_FLOOR
         seen, followed = [], []
         controller.unsure_below = controller.sure_above = controller.remembered_floor = None
+        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert len(llm.speculation.last_request.confidence) == 0
         controller.unsure_below, controller.sure_above = UNSURE_BELOW, SURE_ABOVE
-        controller.remembered_floor = REMEMBERED_FLOOR
+        controller.remembered_floor, controller.reproduced_floor = (
+            REMEMBERED_FLOOR,
+            REPRODUCED_FLOOR,
+        )
 
         def choose(*args, confidence=None, real=controller.choose, **kwargs):
             seen.append(confidence)
@@ -845,10 +856,13 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert min(seen) < 1.0  # probabilities, not a constant
         assert max(followed) > 0  # the copy's run reaches the controller beside them
         # the rounds the sure-copy rule decided are counted: the whole edit copies its file,
-        # with the target sure of it (each such choice saw a long run and a sure window)
+        # with the target sure of it (each such choice saw a long run and a sure window; the
+        # reproduction rule, off for this, would decide them first: test_reproduction.py)
         seen.clear()
         followed.clear()
+        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=96, temperature=0.0)
+        controller.reproduced_floor = REPRODUCED_FLOOR
         believed = sum(1 for c, f in zip(seen, followed) if c >= SURE_ABOVE and f >= SURE_RUN)
         assert 0 < llm.speculation.last.sure_copy_rounds <= believed, (seen, followed)
         assert "verified as sure copies" in llm.speculation.last.summary()
@@ -864,8 +878,8 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
 
 def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
-    asked for only with a rule that reads it on (the unsure, sure-copy or remembered-copy
-    rule: all three by default), and it is the top probability of
+    asked for only with a rule that reads it on (the unsure, sure-copy, remembered-copy or
+    reproduction rule: all four by default), and it is the top probability of
     the raw rows that decided the tokens (checked against ``pyspec.row_logprobs`` on the same
     rows)."""
     import pyspec.llama.loop as loop_module
@@ -889,9 +903,14 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     with contextlib.closing(llm):
         controller = llm.speculation.controller
         controller.unsure_below = controller.sure_above = controller.remembered_floor = None
+        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert calls and not any(calls)  # the rules off: nothing asked
-        for rule, value in (("remembered_floor", REMEMBERED_FLOOR), ("sure_above", SURE_ABOVE)):
+        for rule, value in (
+            ("remembered_floor", REMEMBERED_FLOOR),
+            ("reproduced_floor", REPRODUCED_FLOOR),
+            ("sure_above", SURE_ABOVE),
+        ):
             calls.clear()
             setattr(controller, rule, value)  # one rule alone reads them too
             llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)

@@ -4,7 +4,7 @@ benchmarks/bench_generation.py; its exactness does not depend on it: drafts are 
 
 import pytest
 
-from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.drafting.lookup import REPRODUCTION_LEAD, REPRODUCTION_RUN, PromptLookup
 
 
 def drafts_along(lookup, prompt, output, k=4):
@@ -145,3 +145,51 @@ def test_under_a_grammar_the_candidate_it_allows_furthest_is_drafted():
     ]
     # Nothing allowed anywhere: no draft (the loop then decodes plainly).
     assert follower().draft_constrained(prompt + [10, 11, 12], 3, None, 0, lambda t: 0).tokens == []
+
+
+LEAD = [90, 91]  # what precedes the answer (a chat template's assistant header)
+FILE = list(range(100, 160))
+
+
+def reproduced_along(lookup, prompt, answer, k=16):
+    """Draft.reproduced before each answer token from the first on, the request started
+    as the loop starts it (its first draft's context: the prompt and one token)."""
+    lookup.start_request()
+    return [lookup.draft(prompt + answer[:n], k, None, 0) for n in range(1, len(answer) + 1)]
+
+
+def test_an_answer_that_copies_its_prompt_from_its_first_token_reproduces_it():
+    """From REPRODUCTION_RUN tokens copied from the answer's first token on, the drafts that
+    continue the copy are marked reproduced, whole; before that, none."""
+    prompt = [1, 2, 5] + FILE + [6, 7] + LEAD  # the file, in the user's message
+    lookup = PromptLookup()
+    for n, d in enumerate(reproduced_along(lookup, prompt, FILE[:30]), start=1):
+        assert d.tokens == FILE[n : n + 16]
+        assert d.reproduced == (len(d.tokens) if n >= REPRODUCTION_RUN else 0), n
+    assert lookup.reproducing
+    # an edit, then the file again: the copy goes on, still reproduced
+    edited = FILE[:30] + [7] + FILE[31:34]
+    rejoined = lookup.draft(prompt + edited, 16, None, 0)
+    assert rejoined.tokens == FILE[34:50] and rejoined.reproduced == 16
+    # the next request starts over
+    later = reproduced_along(lookup, prompt, [8, 9] + FILE[:20])
+    assert not lookup.reproducing and all(d.reproduced == 0 for d in later)
+
+
+def test_an_answer_that_starts_as_an_earlier_answer_did_is_not_a_reproduction():
+    """Text that follows the same tokens as the answer (LEAD) is an earlier answer: copying
+    it is a regeneration, not a reproduction, however long the copy."""
+    prompt = [1, 2, 5] + LEAD + FILE + [6, 7] + LEAD
+    lookup = PromptLookup()
+    drafts = reproduced_along(lookup, prompt, FILE[:30])
+    assert drafts[-1].tokens == FILE[30:46]  # the copy is drafted all the same
+    assert not lookup.reproducing and all(d.reproduced == 0 for d in drafts)
+    assert REPRODUCTION_LEAD == len(LEAD)
+
+
+def test_a_copy_that_starts_after_the_answers_first_token_is_not_a_reproduction():
+    prompt = [1, 2, 5] + FILE + [6, 7] + LEAD
+    lookup = PromptLookup()
+    drafts = reproduced_along(lookup, prompt, [8] + FILE[:30])
+    assert drafts[-1].tokens == FILE[30:46] and drafts[-1].followed >= 30
+    assert all(d.reproduced == 0 for d in drafts)

@@ -337,3 +337,4 @@ def test_metrics_in_prometheus_text(server, client):
     assert any(k.startswith("pyspec_unsure_holds_total{model=") for k in after)
     assert any(k.startswith("pyspec_sure_copy_rounds_total{model=") for k in after)
     assert any(k.startswith("pyspec_remembered_rounds_total{model=") for k in after)
+    assert any(k.startswith("pyspec_reproduced_rounds_total{model=") for k in after)

@@ -30,6 +30,7 @@ from pyspec.llama.drafting.adaptive import (
     COSTLY_DRAFTER,
     FREE_DRAFTER,
     REMEMBERED_FLOOR,
+    REPRODUCED_FLOOR,
     SURE_ABOVE,
     UNSURE_BELOW,
     UNSURE_WINDOW,
@@ -140,6 +141,7 @@ class Speculation:
             self.controller.unsure_below = UNSURE_BELOW
             self.controller.sure_above = SURE_ABOVE
             self.controller.remembered_floor = REMEMBERED_FLOOR
+            self.controller.reproduced_floor = REPRODUCED_FLOOR
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
@@ -577,8 +579,9 @@ class Speculation:
         drafter's, where its controller finds that it pays. The round's Plan, before a
         grammar's cut, with whether the free draft was held back because the target was
         unsure, or verified as a sure copy, and how many of its tokens the remembered-copy
-        rule believed."""
+        and reproduction rules believed."""
         draft, k, held_back, sure_copy, remembered = Draft([]), 0, False, False, 0
+        reproduced = 0
         drafter = self.free_drafter
         if drafter is not None:  # draft first, then let the cost model cut
             controller = self.controller
@@ -594,6 +597,7 @@ class Speculation:
             k = controller.choose_free(draft, confidence)
             held_back, sure_copy = controller.held_back, controller.sure_copy
             remembered = controller.remembered_tokens
+            reproduced = controller.reproduced_tokens
         if not k and self.costly_drafter is not None:
             drafter, controller = self.costly_drafter, self.costly_controller
             k = controller.choose(room, catch_up=drafter.catch_up_tokens(context))
@@ -608,6 +612,7 @@ class Speculation:
             held_back=held_back,
             sure_copy=sure_copy,
             remembered=remembered,
+            reproduced=reproduced,
         )
 
     # ---- the loop -----------------------------------------------------------------------
@@ -779,6 +784,7 @@ class Speculation:
             held_back=plan.held_back,
             sure_copy=plan.sure_copy and bool(plan.drafts),  # (a grammar may cut them all)
             remembered=min(plan.remembered, len(plan.drafts)),
+            reproduced=min(plan.reproduced, len(plan.drafts)),
         )
         return result, addr, r
 
@@ -824,6 +830,7 @@ class Speculation:
                 c.unsure_below is not None
                 or c.sure_above is not None
                 or c.remembered_floor is not None
+                or c.reproduced_floor is not None
             )
             and not c.fixed
             and c.draft_max > 0  # (draft_max 0: nothing to hold back)

@@ -102,6 +102,7 @@ class Plan:
     held_back: bool = False  # the free draft waited: the target was unsure (the unsure rule)
     sure_copy: bool = False  # the draft was verified as a sure copy (the sure-copy rule)
     remembered: int = 0  # leading drafts the remembered-copy rule believed
+    reproduced: int = 0  # leading drafts the reproduction rule believed
 
     @classmethod
     def empty(cls) -> Plan:

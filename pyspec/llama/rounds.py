@@ -51,6 +51,10 @@ class Round:
     # remembered_floor): text earlier requests held twice or more, an answer once at least.
     # 0: the rule did not decide.
     remembered: int = 0
+    # Leading drafts the reproduction rule believed (DraftLengthController.reproduced_floor):
+    # the continuation of prompt text the answer reproduces from its first token. 0: the
+    # rule did not decide.
+    reproduced: int = 0
 
     @property
     def speculative(self) -> bool:

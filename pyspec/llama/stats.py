@@ -55,6 +55,9 @@ class SpeculationStats:
     # Rounds whose remembered tokens were believed (the remembered-copy rule, on beside it):
     # text the memory of earlier requests held twice or more (an answer once at least).
     remembered_rounds: int = 0
+    # Rounds whose reproduced tokens were believed (the reproduction rule, on beside it):
+    # prompt text the answer has copied from its first token (a file given to edit).
+    reproduced_rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -96,6 +99,7 @@ class SpeculationStats:
         self.unsure_holds += r.held_back
         self.sure_copy_rounds += r.sure_copy
         self.remembered_rounds += r.remembered > 0
+        self.reproduced_rounds += r.reproduced > 0
         if r.batch > 1:
             self.verify_steps += 1
             self.draft_lengths[r.verified] = self.draft_lengths.get(r.verified, 0) + 1
@@ -166,6 +170,11 @@ class SpeculationStats:
             + (
                 f"; {self.remembered_rounds} drafts verified as text earlier requests held"
                 if self.remembered_rounds
+                else ""
+            )
+            + (
+                f"; {self.reproduced_rounds} drafts verified as prompt text the answer reproduces"
+                if self.reproduced_rounds
                 else ""
             )
             + self._constraint_summary()

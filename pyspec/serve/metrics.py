@@ -142,6 +142,14 @@ class Metrics:
             per_model(lambda n, t: t.remembered_rounds),
         )
         metric(
+            "reproduced_rounds_total",
+            "counter",
+            "Rounds whose draft was verified as the continuation of prompt text the answer "
+            "reproduced from its first token, believed to pass while the target was sure of "
+            "its last tokens.",
+            per_model(lambda n, t: t.reproduced_rounds),
+        )
+        metric(
             "acceptance_ratio",
             "gauge",
             "Accepted over drafted tokens.",

@@ -47,6 +47,7 @@ class ReplayResult:
     unsure_holds: int = 0  # rounds whose draft waited: the target was unsure (the unsure rule)
     sure_copy_rounds: int = 0  # rounds whose draft was verified as a sure copy (the rule)
     remembered_rounds: int = 0  # rounds the remembered-copy rule believed
+    reproduced_rounds: int = 0  # rounds the reproduction rule believed
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -152,6 +153,7 @@ def replay_lookup(
             held_back=controller.held_back,
             sure_copy=controller.sure_copy,
             remembered=controller.remembered_tokens,
+            reproduced=controller.reproduced_tokens,
         )
         controller.observe(r)
         stats.add_round(r)
@@ -168,4 +170,5 @@ def replay_lookup(
         stats.unsure_holds,
         stats.sure_copy_rounds,
         stats.remembered_rounds,
+        stats.reproduced_rounds,
     )

@@ -106,6 +106,13 @@ SUITES = {
         "the cost model's draft lengths replayed against the draft-length oracle's, on the "
         "recorded chats and edits and the repository's batch curves",
     ),
+    "peer-replay": (
+        ["bench_peer_replay.py", "-s"],
+        # seconds once confidence-rules has recorded the greedy and sampled requests; on a
+        # fresh machine it records them first, as policy-ceiling does
+        9.0,
+        "the replayed policy against llama.cpp's ngram-simple replayed, every batch curve",
+    ),
     "tool-prompts": (
         ["bench_tool_prompts.py", "-s"],
         # seconds once recorded; a fresh machine decodes the 12 answers and their confidences
@@ -139,6 +146,7 @@ CHAT_SUITES = frozenset(
         "plain-stretch",
         "confidence-rules",
         "policy-ceiling",
+        "peer-replay",
         "tree-outlook",
     }
 )

@@ -134,6 +134,20 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
 
+# The reproduction rule (DraftLengthController.reproduced_floor; the loop turns it on beside
+# the remembered-copy rule): the tokens of a draft that continue prompt text the answer has
+# reproduced from its first token (Draft.reproduced: prompt lookup's REPRODUCTION_RUN and
+# REPRODUCTION_LEAD), offered while the target gave each of its last UNSURE_WINDOW tokens at
+# least SURE_ABOVE, are believed to pass with at least REPRODUCED_FLOOR each, and the slow
+# start does not bound them. Why: an answer that begins by copying a file it was given to
+# edit goes on copying it, but nothing is remembered for the first such request, and there
+# the sure-copy floors waited for 12 tokens followed and then drafted 15 at a time (the
+# first code edit on a Zen 4: 0.82x llama.cpp's ngram-map-k4v, session 35). Measured
+# (session 36, docs/drafting.md): the reproduced tokens of the recorded edits, with the
+# target sure, passed like remembered ones; replayed (three orders, ten curves, greedy and
+# sampled): 96-token edits +1% to +8% with no request slower, the chats unchanged.
+REPRODUCED_FLOOR = REMEMBERED_FLOOR
+
 
 def sure_copy_floor(followed: int) -> float:
     """The least per-token acceptance believed of a sure copy followed for ``followed``
@@ -256,6 +270,12 @@ class DraftLengthController:
         self.remembered_floor: Optional[float] = None
         self._remembered = 0
         self._believed = 0  # leading tokens of the last choice that the rule believed
+        # The same belief for the tokens of a draft that continue prompt text the answer
+        # reproduces (None, a bare controller's default: never; REPRODUCED_FLOOR: the rule,
+        # which the loop sets beside the remembered-copy rule).
+        self.reproduced_floor: Optional[float] = None
+        self._reproduced = 0
+        self._believed_reproduced = 0
         self._veto_cost: Optional[float] = None  # one-token cost when a veto began
         # A costly drafter's loss against plain decoding, bounded (loss_budget.py); its
         # catch-up cost per token, apart for one or two tokens (a round's own last token:
@@ -287,6 +307,12 @@ class DraftLengthController:
         the rule did not decide it), until the round is observed (``Round.remembered``)."""
         return self._believed
 
+    @property
+    def reproduced_tokens(self) -> int:
+        """How many leading tokens of the last choice the reproduction rule believed (0: the
+        rule did not decide it), until the round is observed (``Round.reproduced``)."""
+        return self._believed_reproduced
+
     # ---- measurements ---------------------------------------------------------------
     def observe(self, r: Round, *, costs: bool = True) -> None:
         """Learns from one round of the loop (or of a replay): the target's cost for the
@@ -297,7 +323,7 @@ class DraftLengthController:
         if r.held_back and r.shadow_match is not None and not r.speculative:
             r = dataclasses.replace(r, shadow_match=None)
         self._held_back = self._sure_copy = False
-        self._believed = 0
+        self._believed = self._believed_reproduced = 0
         self.record_draft(r.drafter_tokens, r.drafter_seconds)
         if costs:
             self.record_target(r.batch, r.target_seconds)
@@ -523,20 +549,25 @@ class DraftLengthController:
         """Tokens a round drafting k is expected to emit: with ``kinds`` (one per drafted
         token) 1 + sum over j of the product of the first j tokens' acceptances; otherwise
         the geometric model of one acceptance rate."""
-        if kinds or self._remembered:
+        if kinds or self._remembered or self._reproduced:
             total, alive, own = 1.0, 1.0, self.acceptance(bucket)
             for j in range(k):
                 # (a token past the kinds given: the bucket's)
                 a = self.kind_acceptance(kinds[j], bucket) if j < len(kinds or ()) else own
-                floor = max(self._floor, self._remembered_floor_at(j))
+                floor = max(self._floor, self._believed_floor_at(j))
                 alive *= min(max(a, floor), 0.999)
                 total += alive
             return total
         a = min(max(self.acceptance(bucket), self._floor), 0.999)
         return (1 - a ** (k + 1)) / (1 - a)
 
-    def _remembered_floor_at(self, j: int) -> float:
-        return self.remembered_floor if j < self._remembered else 0.0
+    def _believed_floor_at(self, j: int) -> float:
+        """The floor the remembered-copy and reproduction rules believe of a draft's token j
+        during a choice (0.0: neither holds for it)."""
+        floor = self.remembered_floor if j < self._remembered else 0.0
+        if j < self._reproduced:
+            floor = max(floor, self.reproduced_floor)
+        return floor
 
     def rate(self, k: int, bucket=None, *, draft_cost: Optional[float] = None, kinds=None) -> float:
         """Predicted tokens per second when drafting k (draft_cost: seconds per draft token;
@@ -554,7 +585,7 @@ class DraftLengthController:
         would."""
         if not draft.tokens:
             self._held_back = self._sure_copy = False
-            self._believed = 0
+            self._believed = self._believed_reproduced = 0
             return 0
         return self.choose(
             len(draft.tokens),
@@ -564,6 +595,7 @@ class DraftLengthController:
             confidence=confidence,
             followed=draft.followed,
             remembered=draft.remembered,
+            reproduced=draft.reproduced,
         )
 
     def choose(
@@ -577,6 +609,7 @@ class DraftLengthController:
         confidence: Optional[float] = None,
         followed: int = 0,
         remembered: int = 0,
+        reproduced: int = 0,
     ) -> int:
         """The draft length for the next round: at most `limit` (context room left, or the
         drafts already proposed); ``catch_up``: tokens a costly drafter must evaluate before
@@ -586,10 +619,12 @@ class DraftLengthController:
         ``followed``: tokens the output has followed the draft's source (Draft.followed),
         with ``confidence`` at or above ``sure_above`` a sure copy from SURE_RUN;
         ``remembered``: leading tokens the memory of earlier requests holds (Draft.remembered),
-        with ``confidence`` at or above SURE_ABOVE believed from REMEMBERED_MIN.
+        with ``confidence`` at or above SURE_ABOVE believed from REMEMBERED_MIN;
+        ``reproduced``: leading tokens that continue prompt text the answer reproduces
+        (Draft.reproduced), with ``confidence`` at or above SURE_ABOVE believed.
         ``last_reason`` says why; ``last_expected`` the tokens the choice expects."""
         self._held_back = self._sure_copy = False
-        self._believed = 0
+        self._believed = self._believed_reproduced = 0
         if (
             confidence is not None
             and self.unsure_below is not None
@@ -621,6 +656,14 @@ class DraftLengthController:
             and not self.fixed
         )
         self._remembered = remembered if recalled else 0
+        reproducing = (
+            self.reproduced_floor is not None
+            and confidence is not None
+            and confidence >= SURE_ABOVE
+            and reproduced > 0
+            and not self.fixed
+        )
+        self._reproduced = reproduced if reproducing else 0
         try:
             k, self.last_reason = self._choose(limit, bucket, draft_cost)
             if k and kinds and len(set(kinds[:k])) > 1 and not self.fixed:
@@ -633,13 +676,19 @@ class DraftLengthController:
             self.last_expected = self.expected_tokens(k, bucket, kinds) if k else 1.0
         finally:
             self._floor = 0.0
-            self._remembered = 0
+            self._remembered = self._reproduced = 0
         self._sure_copy = bool(sure and k)
         self._believed = min(remembered, k) if recalled else 0
+        self._believed_reproduced = min(reproduced, k) if reproducing else 0
         if self._believed:
             self.last_reason += (
                 f"; {self._believed} of its tokens earlier requests held twice or more, each "
                 f"believed to pass at least {self.remembered_floor:.3f}"
+            )
+        if self._believed_reproduced:
+            self.last_reason += (
+                f"; {self._believed_reproduced} of its tokens continue the prompt text the "
+                f"answer reproduces, each believed to pass at least {self.reproduced_floor:.3f}"
             )
         if self._sure_copy:
             self.last_reason += (
@@ -729,12 +778,13 @@ class DraftLengthController:
         AMX build: a limit of 2 drafts allows 14, whose batch costs no more than the prior's
         3). Replayed on 23 ShareGPT chats and 5 code edits (docs/drafting.md): with a cheap
         curve 1.47x -> 1.55x and 4.54x -> 5.09x plain; with a dear one unchanged. A sure copy
-        is not bounded; the remembered tokens a choice believes are allowed whole (the
-        tokens past them, on the bucket's estimate, stay bounded)."""
+        is not bounded; the remembered and reproduced tokens a choice believes are allowed
+        whole (the tokens past them, on the bucket's estimate, stay bounded)."""
         limit = self._limit.get(bucket)
         if limit is None or limit >= hi or self._floor:  # (a sure copy: not bounded)
             return hi
-        return max(self._slow_start_tokens(limit, hi), min(hi, self._remembered))
+        believed = max(self._remembered, self._reproduced)
+        return max(self._slow_start_tokens(limit, hi), min(hi, believed))
 
     def _slow_start_tokens(self, limit: int, hi: int) -> int:
         """The limit of ``limit`` tokens read in cost (``_slow_start_limit``), at most hi."""

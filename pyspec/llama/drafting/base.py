@@ -46,6 +46,10 @@ class Draft:
     # (RequestMemory.agreeing_run): text a model reproduced before (DraftLengthController.
     # remembered_floor). 0: none, or no memory.
     remembered: int = 0
+    # Leading tokens that continue prompt text the answer has reproduced from its first
+    # token (prompt lookup's reproduction: a file given to edit, copied back): believed to go
+    # on (DraftLengthController.reproduced_floor). 0: none, or not such an answer.
+    reproduced: int = 0
 
 
 def common_prefix(context: list, held: list) -> int:
