@@ -1285,6 +1285,11 @@ SECTIONS = {
         ("draftless-family6-model167-avx2-build-answers",),
         draftless_table,
     ),
+    # The Zen 4 EPYC before the reproduction rule (session 35; the README's until session 36).
+    "draftless-table-family25-model17-remembered": (
+        ("draftless-family25-model17-remembered",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),

@@ -131,6 +131,11 @@ def run_python(llm, prompt_ids: list, limit: int = MAX_TOKENS) -> dict:
             memory_lookups=stats.memory_lookups,
             realised_over_predicted=stats.realised_over_predicted,
             costly_steps=stats.costly_steps,
+            # rounds each rule that reads the target's confidence decided (since session 36)
+            unsure_holds=stats.unsure_holds,
+            sure_copy_rounds=stats.sure_copy_rounds,
+            remembered_rounds=stats.remembered_rounds,
+            reproduced_rounds=stats.reproduced_rounds,
         )
     return out
 
