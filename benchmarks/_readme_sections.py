@@ -786,6 +786,7 @@ def _against_one_mode(rows: list, mode: str) -> str:
 
 # The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
 OTHER_LOOKUPS = (
+    "lookup, reproduction rule on",
     "lookup, reproduction rule off",
     "lookup, remembered-copy rule off",
     "lookup, sure-copy rule off",
@@ -805,6 +806,12 @@ def _against_other_lookup(s: dict, best: str) -> str:
     """The lookup against the variant that ran beside it: one rule off (RULES_RUN_OFF),
     drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
     rate = s["rate"]
+    on = rate.get("lookup, reproduction rule on")  # an opt-in rule, run on (session 37 on)
+    if on:
+        return (
+            f"; with the reproduction rule on (opt-in) {on:.2f} tok/s against "
+            f"{rate['lookup']:.2f} ({on / rate['lookup']:.3f}x)."
+        )
     for rule in RULES_RUN_OFF:
         off = rate.get(f"lookup, {rule} rule off")
         if off:

@@ -1,7 +1,7 @@
 """The rules that read the target's confidence (docs/drafting.md), replayed on the real
 workloads: none, the unsure rule alone, the unsure rule with the sure-copy rule (the default
 beside a free drafter until session 33), both with the remembered-copy rule (the default in
-sessions 33-35), and the three with the reproduction rule (the default since session 36).
+sessions 33-35 and since), and the three with the reproduction rule (opt-in, session 36).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, decoded once and cached), the top probability of every row

@@ -832,17 +832,13 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert controller.unsure_below == UNSURE_BELOW
         assert controller.sure_above == SURE_ABOVE
         assert controller.remembered_floor == REMEMBERED_FLOOR
-        assert controller.reproduced_floor == REPRODUCED_FLOOR
+        assert controller.reproduced_floor is None  # off unless asked for
         seen, followed = [], []
         controller.unsure_below = controller.sure_above = controller.remembered_floor = None
-        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert len(llm.speculation.last_request.confidence) == 0
         controller.unsure_below, controller.sure_above = UNSURE_BELOW, SURE_ABOVE
-        controller.remembered_floor, controller.reproduced_floor = (
-            REMEMBERED_FLOOR,
-            REPRODUCED_FLOOR,
-        )
+        controller.remembered_floor = REMEMBERED_FLOOR
 
         def choose(*args, confidence=None, real=controller.choose, **kwargs):
             seen.append(confidence)
@@ -856,13 +852,10 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert min(seen) < 1.0  # probabilities, not a constant
         assert max(followed) > 0  # the copy's run reaches the controller beside them
         # the rounds the sure-copy rule decided are counted: the whole edit copies its file,
-        # with the target sure of it (each such choice saw a long run and a sure window; the
-        # reproduction rule, off for this, would decide them first: test_reproduction.py)
+        # with the target sure of it (each such choice saw a long run and a sure window)
         seen.clear()
         followed.clear()
-        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=96, temperature=0.0)
-        controller.reproduced_floor = REPRODUCED_FLOOR
         believed = sum(1 for c, f in zip(seen, followed) if c >= SURE_ABOVE and f >= SURE_RUN)
         assert 0 < llm.speculation.last.sure_copy_rounds <= believed, (seen, followed)
         assert "verified as sure copies" in llm.speculation.last.summary()
@@ -879,7 +872,7 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
 def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
     asked for only with a rule that reads it on (the unsure, sure-copy, remembered-copy or
-    reproduction rule: all four by default), and it is the top probability of
+    reproduction rule: the first three by default), and it is the top probability of
     the raw rows that decided the tokens (checked against ``pyspec.row_logprobs`` on the same
     rows)."""
     import pyspec.llama.loop as loop_module

@@ -34,6 +34,7 @@ def test_a_file_given_to_edit_is_reproduced_and_keeps_plain_greedy_text(qwen_pat
     import llama_cpp
 
     from pyspec.llama import SpeculativeLlama
+    from pyspec.llama.drafting.adaptive import REPRODUCED_FLOOR
     from pyspec.testing.near_tie import compare_texts
 
     kw = dict(n_ctx=2048, n_threads=2, verbose=False, seed=0)
@@ -45,7 +46,9 @@ def test_a_file_given_to_edit_is_reproduced_and_keeps_plain_greedy_text(qwen_pat
     llm = SpeculativeLlama(qwen_path, **kw)
     plain = llama_cpp.Llama(model_path=qwen_path, **kw)
     try:
-        assert llm.speculation.controller.reproduced_floor is not None  # on by default
+        controller = llm.speculation.controller
+        assert controller.reproduced_floor is None  # off unless asked for
+        controller.reproduced_floor = REPRODUCED_FLOOR
         text = llm.create_completion(ask, max_tokens=96, temperature=0.0)["choices"][0]["text"]
         stats = llm.speculation.last
         assert stats.remembered_rounds == 0  # nothing held: the first request

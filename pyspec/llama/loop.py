@@ -30,7 +30,6 @@ from pyspec.llama.drafting.adaptive import (
     COSTLY_DRAFTER,
     FREE_DRAFTER,
     REMEMBERED_FLOOR,
-    REPRODUCED_FLOOR,
     SURE_ABOVE,
     UNSURE_BELOW,
     UNSURE_WINDOW,
@@ -141,7 +140,11 @@ class Speculation:
             self.controller.unsure_below = UNSURE_BELOW
             self.controller.sure_above = SURE_ABOVE
             self.controller.remembered_floor = REMEMBERED_FLOOR
-            self.controller.reproduced_floor = REPRODUCED_FLOOR
+            # The reproduction rule (adaptive.REPRODUCED_FLOOR) stays off unless asked for:
+            # on a rename that edits a short file early (`pyspec demo`'s prompt) its long
+            # believed drafts fail at each edit, 0.79x-0.96x the loop without it on every
+            # curve replayed (docs/drafting.md). controller.reproduced_floor =
+            # REPRODUCED_FLOOR turns it on.
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
