@@ -796,8 +796,8 @@ OTHER_LOOKUPS = (
 )
 
 
-# The rules whose "off" variant ran beside the lookup: the reproduction rule (session 36
-# on), the remembered-copy rule (sessions 33-35), the sure-copy rule (sessions 22-32), the
+# The rules whose "off" variant ran beside the lookup: the reproduction rule (session 36),
+# the remembered-copy rule (sessions 33-35), the sure-copy rule (sessions 22-32), the
 # unsure rule (session 21).
 RULES_RUN_OFF = ("reproduction", "remembered-copy", "sure-copy", "unsure")
 

@@ -823,9 +823,9 @@ class Speculation:
         """Whether each round reads the target's confidence in its last tokens (the top of
         each row that decided one, from the verifier's pass: 0.01-0.05 ms a round on this
         Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure, the
-        sure-copy or the remembered-copy rule on (DraftLengthController.unsure_below,
-        sure_above, remembered_floor: the defaults beside a free drafter) and a free
-        drafter's adaptive lengths."""
+        sure-copy, the remembered-copy or the reproduction rule on (DraftLengthController.
+        unsure_below, sure_above, remembered_floor: the defaults beside a free drafter;
+        reproduced_floor, opt-in) and a free drafter's adaptive lengths."""
         c = self.controller
         return (
             self.free_drafter is not None

@@ -276,8 +276,8 @@ class DraftLengthController:
         self._remembered = 0
         self._believed = 0  # leading tokens of the last choice that the rule believed
         # The same belief for the tokens of a draft that continue prompt text the answer
-        # reproduces (None, a bare controller's default: never; REPRODUCED_FLOOR: the rule,
-        # which the loop sets beside the remembered-copy rule).
+        # reproduces (None: never, the default of a bare controller and of the loop, where
+        # the rule is opt-in; REPRODUCED_FLOOR: the rule).
         self.reproduced_floor: Optional[float] = None
         self._reproduced = 0
         self._believed_reproduced = 0
@@ -653,21 +653,9 @@ class DraftLengthController:
             and not self.fixed
         )
         self._floor = sure_copy_floor(followed) if sure else 0.0
-        recalled = (
-            self.remembered_floor is not None
-            and confidence is not None
-            and confidence >= SURE_ABOVE
-            and remembered >= REMEMBERED_MIN
-            and not self.fixed
-        )
+        recalled = self._believable(self.remembered_floor, confidence, remembered, REMEMBERED_MIN)
+        reproducing = self._believable(self.reproduced_floor, confidence, reproduced, 1)
         self._remembered = remembered if recalled else 0
-        reproducing = (
-            self.reproduced_floor is not None
-            and confidence is not None
-            and confidence >= SURE_ABOVE
-            and reproduced > 0
-            and not self.fixed
-        )
         self._reproduced = reproduced if reproducing else 0
         try:
             k, self.last_reason = self._choose(limit, bucket, draft_cost)
@@ -702,6 +690,18 @@ class DraftLengthController:
                 f"{sure_copy_floor(followed):.2f}"
             )
         return k
+
+    def _believable(self, floor, confidence, tokens: int, at_least: int) -> bool:
+        """Whether a rule that believes a draft's leading ``tokens`` at ``floor`` (the
+        remembered-copy and reproduction rules) holds for this choice: on (a floor set), the
+        target sure (``confidence`` at or above SURE_ABOVE), enough tokens, not fixed."""
+        return (
+            floor is not None
+            and confidence is not None
+            and confidence >= SURE_ABOVE
+            and tokens >= at_least
+            and not self.fixed
+        )
 
     def _cut_by_kinds(self, k: int, bucket, draft_cost, kinds, why: str):
         """The draft length the per-token estimates give, at most k (the bucket's): they cut

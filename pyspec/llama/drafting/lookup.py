@@ -130,14 +130,14 @@ class PromptLookup(Drafter):
 
     def _forget_copy(self):
         self._cursor = None  # (source index of the next expected token, pending sub tokens)
-        self._divergence = None  # (source index, output index, run) where the output left the copy
+        # (source index, output index, run, _from_answer_start) where the output left the copy
+        self._divergence = None
         self._run = 0  # tokens the output has followed the current source for
         # Whether the cursor continues the copy the answer began with (through re-joins),
         # of prompt text an earlier answer does not hold; the part of its run that lies
-        # before the answer; the same flag for the copy a pending divergence left.
+        # before the answer.
         self._from_answer_start = False
         self._lead_run = 0
-        self._diverged_from_start = False
 
     # ---- substitutions ---------------------------------------------------------------
     def _sub_at(self, c: int):
@@ -194,19 +194,17 @@ class PromptLookup(Drafter):
         # A divergence still waiting to re-join keeps precedence over this one: the cursor
         # that just failed may have been a stop-gap lookup taken while waiting.
         if self._divergence is None and not pending and c < j:
-            self._divergence = (c, j, self._run)
-            self._diverged_from_start = self._from_answer_start
+            self._divergence = (c, j, self._run, self._from_answer_start)
         self._from_answer_start = False
         self._run = 0
 
     def _resync(self, j: int) -> None:
         """After a divergence: if the output since then ends with tokens found just after the
         divergence point in the source, follow the source from there and learn the edit."""
-        src, out, run = self._divergence
+        src, out, run, from_answer_start = self._divergence
         seq = self._list
         if j - out > self.resync_window:
             self._divergence = None
-            self._diverged_from_start = False
             return
         for n in (3, 2, 1):
             first = j - n + 1  # the re-joining n-gram is seq[first:j+1]
@@ -226,7 +224,7 @@ class PromptLookup(Drafter):
                     self._cursor = (p + n, ())
                     self._divergence = None
                     self._run = run + n  # the copy that was left goes on
-                    self._from_answer_start = self._diverged_from_start
+                    self._from_answer_start = from_answer_start
                     return
 
     def _sync(self, context) -> None:
