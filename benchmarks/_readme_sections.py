@@ -786,7 +786,7 @@ def _against_one_mode(rows: list, mode: str) -> str:
 
 # The lookup variants bench_draftless has run beside the lookup (all calibrated but the last).
 OTHER_LOOKUPS = (
-    "lookup, reproduction rule on",
+    "lookup of session 36",
     "lookup, reproduction rule off",
     "lookup, remembered-copy rule off",
     "lookup, sure-copy rule off",
@@ -803,14 +803,16 @@ RULES_RUN_OFF = ("reproduction", "remembered-copy", "sure-copy", "unsure")
 
 
 def _against_other_lookup(s: dict, best: str) -> str:
-    """The lookup against the variant that ran beside it: one rule off (RULES_RUN_OFF),
-    drafts up to 32 (sessions 18-20), or no calibration (session 17's run)."""
+    """The lookup against the variant that ran beside it: session 36's lookup (session 37
+    on), one rule off (RULES_RUN_OFF), drafts up to 32 (sessions 18-20), or no calibration
+    (session 17's run)."""
     rate = s["rate"]
-    on = rate.get("lookup, reproduction rule on")  # an opt-in rule, run on (session 37 on)
-    if on:
+    before = rate.get("lookup of session 36")
+    if before:
         return (
-            f"; with the reproduction rule on (opt-in) {on:.2f} tok/s against "
-            f"{rate['lookup']:.2f} ({on / rate['lookup']:.3f}x)."
+            f"; the lookup of session 36 (no edit request read, the reproduction rule off) "
+            f"{before:.2f} tok/s against {rate['lookup']:.2f} "
+            f"({rate['lookup'] / before:.3f}x)."
         )
     for rule in RULES_RUN_OFF:
         off = rate.get(f"lookup, {rule} rule off")

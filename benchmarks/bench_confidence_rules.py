@@ -1,7 +1,7 @@
 """The rules that read the target's confidence (docs/drafting.md), replayed on the real
 workloads: none, the unsure rule alone, the unsure rule with the sure-copy rule (the default
 beside a free drafter until session 33), both with the remembered-copy rule (the default in
-sessions 33-35 and since), and the three with the reproduction rule (opt-in, session 36).
+sessions 33-36), and the three with the reproduction rule (on by default since session 37).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, decoded once and cached), the top probability of every row
@@ -93,9 +93,10 @@ def orders(requests: list) -> dict:
     return {"bench": chats + edits, "edits first": edits + chats, "interleaved": every_fourth}
 
 
-def replay_in_order(order: list, costs: dict, rule: str) -> dict:
+def replay_in_order(order: list, costs: dict, rule: str, **row) -> dict:
     """Each workload's speedups over plain for one order of (workload, prompt, output,
-    confidence), one controller and one lookup through it, with ``rule``'s settings."""
+    confidence), one controller and one lookup through it, with ``rule``'s settings
+    (``row``: replay_row's max_tokens and token_text)."""
     import dataclasses
 
     from pyspec.llama.drafting import adaptive
@@ -109,7 +110,7 @@ def replay_in_order(order: list, costs: dict, rule: str) -> dict:
     controller.remembered_floor = adaptive.REMEMBERED_FLOOR if remembered else None
     controller.reproduced_floor = adaptive.REPRODUCED_FLOOR if reproduced else None
     controller.use_cost_prior(every_size(costs, adaptive.DEFAULT_DRAFT_MAX + 1), calibrated=True)
-    return replay_row(order, costs, controller)
+    return replay_row(order, costs, controller, **row)
 
 
 def recorded_requests(

@@ -25,12 +25,12 @@ for as many tokens as the request's best C++ mode decoded: ``rate_at_cpp``, pysp
 the same tokens. (Until session 20 that rate was read off one lookup run uncapped to 168
 tokens, where the round that crosses the count counts whole: on the code edits a draft of
 47 tokens verified for the last few, 0.7 s of a 2.3 s request.) pyspec's lookup is calibrated
-first (``SpeculativeLlama.calibrate``, not timed), and the same lookup with the
-reproduction rule on (``controller.reproduced_floor = REPRODUCED_FLOOR``, opt-in; given the
-same calibrated shape, as is the lookup asked for the C++ token counts) runs beside it: what
-believing the continuation of prompt text an answer reproduces from its first token changes.
-(Session 36's run had the rule on in the lookup and off beside it; sessions 33-35 ran the
-remembered-copy rule off there, sessions 22-32 the sure-copy rule.)
+first (``SpeculativeLlama.calibrate``, not timed), and the lookup as it was in session 36
+runs beside it (``_lookup_of_session_36``: the request's instruction not read, the reproduction
+rule off; given the same calibrated shape, as is the lookup asked for the C++ token counts):
+what reading an edit request and believing the text an answer reproduces change. (Session
+36's run had the rule on in the lookup, without the instruction's stops, and off beside it;
+sessions 33-35 ran the remembered-copy rule off there, sessions 22-32 the sure-copy rule.)
 
 Modes run in turn, in the opposite order for every other request, so a drifting load hits
 all. The Python objects live through the whole run (a server's life): the memory fills with
@@ -58,7 +58,26 @@ MAX_TOKENS = 96
 PYTHON_TOKENS = 168
 THREADS = 2
 CPP_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
-RULE_ON = "lookup, reproduction rule on"
+BEFORE = "lookup of session 36"
+
+
+def _lookup_of_session_36():
+    from pyspec.llama.drafting.lookup import PromptLookup
+
+    class LookupOfSession36(PromptLookup):
+        """Prompt lookup as session 36 left it: it reads no request's instruction (the
+        vocabulary make_drafter gives it is dropped), so no draft is marked reproduced and
+        a copy's drafts run on past the copied text's end."""
+
+        @property
+        def token_text(self):
+            return None
+
+        @token_text.setter
+        def token_text(self, value):
+            pass
+
+    return LookupOfSession36()
 
 
 def render_chat(llm, messages) -> str:
@@ -281,13 +300,11 @@ def bench_draftless_modes(benchmark, monkeypatch):
     }
     # The batch costs measured at every draft length once, as `pyspec generate`/`serve` do
     # on a model and setup's first start (SpeculativeLlama.calibrate), not timed here; the
-    # same lookup with the opt-in reproduction rule on shows what the rule changes (session
-    # 36 ran it on in the lookup and off here, sessions 33-35 the remembered-copy rule off,
-    # 22-32 the sure-copy rule, session 21 the unsure rule).
-    from pyspec.llama.drafting.adaptive import REPRODUCED_FLOOR
-
-    python_modes[RULE_ON] = SpeculativeLlama(target, draft="lookup", **common)
-    python_modes[RULE_ON].speculation.controller.reproduced_floor = REPRODUCED_FLOOR
+    # lookup as it was in session 36 shows what reading the instruction and the reproduction
+    # rule change (session 36 ran the rule on in the lookup and off here, sessions 33-35
+    # the remembered-copy rule off, 22-32 the sure-copy rule, session 21 the unsure rule).
+    python_modes[BEFORE] = SpeculativeLlama(target, draft=_lookup_of_session_36(), **common)
+    python_modes[BEFORE].speculation.controller.reproduced_floor = None
     # The lookup asked for as many tokens as each request's best C++ mode decoded: a second
     # object (its memory sees every request once, as the first's does), calibrated alike.
     same_tokens = {"lookup": SpeculativeLlama(target, draft="lookup", **common)}
@@ -295,7 +312,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
     # (three sweeps of 65 sizes take 4-5 minutes on the AVX2 Zen 3's 2 cores).
     shape = python_modes["lookup"].calibrate(progress=print)
     print("\n" + str(shape), flush=True)
-    for llm in (python_modes[RULE_ON], same_tokens["lookup"]):
+    for llm in (python_modes[BEFORE], same_tokens["lookup"]):
         llm.use_calibration(shape)
     workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]

@@ -26,8 +26,8 @@ from bench_confidence_rules import orders, recorded_requests, replay_in_order
 from bench_draftless import MAX_TOKENS
 from bench_slow_start import _geo, curves
 
-# what the loop runs beside a free drafter (the reproduction rule is opt-in)
-DEFAULT_RULES = "unsure + sure copy + remembered"
+# what the loop runs beside a free drafter (all four rules since session 37)
+DEFAULT_RULES = "unsure + sure copy + remembered + reproduced"
 
 
 def offers_in_row(order: list) -> list:

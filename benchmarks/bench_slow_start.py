@@ -125,16 +125,28 @@ def replay_in_row(requests: list, costs: dict, rule: str) -> dict:
     return replay_row(requests, costs, controller)
 
 
-def replay_row(requests: list, costs: dict, controller) -> dict:
+def replay_row(
+    requests: list,
+    costs: dict,
+    controller,
+    *,
+    max_tokens: int | None = MAX_TOKENS,
+    token_text="recorded",
+) -> dict:
     """Each workload's speedups over plain, replaying ``requests`` in their order in one
     row, as one SpeculativeLlama serves them: ``controller`` and one PromptLookup with its
     memory of earlier requests through all. A request is (workload, prompt, output), or
-    with a fourth item, the target's confidence per output token (replay_lookup's)."""
+    with a fourth item, the target's confidence per output token (replay_lookup's).
+    ``max_tokens``: what each request asked for (None: read to the recording's end). The
+    lookup reads the requests with the recordings' vocabulary, as the loop's reads its
+    target's (``token_text`` None: without one, as before session 37)."""
+    from _vocabulary import recorded_text
+
     from pyspec.llama.drafting.lookup import PromptLookup
     from pyspec.llama.drafting.request_memory import RequestMemory
     from pyspec.testing.replay import replay_lookup
 
-    drafter = PromptLookup()
+    drafter = PromptLookup(token_text=recorded_text() if token_text == "recorded" else token_text)
     drafter.use_memory(RequestMemory())
     speedups: dict = {}
     for workload, prompt, output, *confidence in requests:
@@ -145,7 +157,7 @@ def replay_row(requests: list, costs: dict, controller) -> dict:
             costs,
             controller=controller,
             drafter=drafter,
-            max_tokens=MAX_TOKENS,
+            max_tokens=max_tokens,
             confidence=confidence[0] if confidence else None,
         )
         speedups.setdefault(workload, []).append(result.speedup)

@@ -832,9 +832,12 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
         assert controller.unsure_below == UNSURE_BELOW
         assert controller.sure_above == SURE_ABOVE
         assert controller.remembered_floor == REMEMBERED_FLOOR
-        assert controller.reproduced_floor is None  # off unless asked for
+        assert controller.reproduced_floor == REPRODUCED_FLOOR
         seen, followed = [], []
         controller.unsure_below = controller.sure_above = controller.remembered_floor = None
+        # (the reproduction rule stays off: the edit reproduces its file, and the rounds it
+        # believed would not be the sure-copy rule's, counted below; test_reproduction.py)
+        controller.reproduced_floor = None
         llm.create_completion(EDIT_PROMPT, max_tokens=8, temperature=0.0)
         assert len(llm.speculation.last_request.confidence) == 0
         controller.unsure_below, controller.sure_above = UNSURE_BELOW, SURE_ABOVE
@@ -872,7 +875,7 @@ def test_the_loop_shows_the_controller_the_targets_confidence(qwen_path, plain, 
 def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
     """The loop takes the target's confidence from the verifier's own pass (``top_probs``),
     asked for only with a rule that reads it on (the unsure, sure-copy, remembered-copy or
-    reproduction rule: the first three by default), and it is the top probability of
+    reproduction rule: all four by default), and it is the top probability of
     the raw rows that decided the tokens (checked against ``pyspec.row_logprobs`` on the same
     rows)."""
     import pyspec.llama.loop as loop_module
@@ -912,7 +915,8 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
         calls.clear()
         controller.sure_above = SURE_ABOVE
         controller.remembered_floor = REMEMBERED_FLOOR
-        controller.unsure_below = UNSURE_BELOW  # the defaults
+        controller.unsure_below = UNSURE_BELOW
+        controller.reproduced_floor = REPRODUCED_FLOOR  # the defaults
         llm.create_completion(EDIT_PROMPT, max_tokens=24, temperature=0.0)
         assert calls and all(calls)
         confidence = llm.speculation.last_request.confidence

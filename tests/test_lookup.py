@@ -4,7 +4,12 @@ benchmarks/bench_generation.py; its exactness does not depend on it: drafts are 
 
 import pytest
 
-from pyspec.llama.drafting.lookup import REPRODUCTION_LEAD, REPRODUCTION_RUN, PromptLookup
+from pyspec.llama.drafting.lookup import (
+    MENTION_MIN_CHARS,
+    REPRODUCTION_LEAD,
+    REPRODUCTION_RUN,
+    PromptLookup,
+)
 
 
 def drafts_along(lookup, prompt, output, k=4):
@@ -149,6 +154,22 @@ def test_under_a_grammar_the_candidate_it_allows_furthest_is_drafted():
 
 LEAD = [90, 91]  # what precedes the answer (a chat template's assistant header)
 FILE = list(range(100, 160))
+SPECIAL = {0, 3, 4}  # a chat template's turn markers: their text is empty
+FENCE = 9  # a code fence's text
+FUNCTION_WORD = 10  # too short to name anything ("of")
+
+
+def text_of(token: int) -> str:
+    """A vocabulary for the token ids here."""
+    if token in SPECIAL:
+        return ""
+    if token == FENCE:
+        return "```"
+    return "of" if token == FUNCTION_WORD else f"word{token}"
+
+
+def reader(**kwargs) -> PromptLookup:
+    return PromptLookup(token_text=text_of, **kwargs)
 
 
 def reproduced_along(lookup, prompt, answer, k=16):
@@ -162,7 +183,7 @@ def test_an_answer_that_copies_its_prompt_from_its_first_token_reproduces_it():
     """From REPRODUCTION_RUN tokens copied from the answer's first token on, the drafts that
     continue the copy are marked reproduced, whole; before that, none."""
     prompt = [1, 2, 5] + FILE + [6, 7] + LEAD  # the file, in the user's message
-    lookup = PromptLookup()
+    lookup = reader()
     for n, d in enumerate(reproduced_along(lookup, prompt, FILE[:30]), start=1):
         assert d.tokens == FILE[n : n + 16]
         assert d.reproduced == (len(d.tokens) if n >= REPRODUCTION_RUN else 0), n
@@ -180,7 +201,7 @@ def test_an_answer_that_starts_as_an_earlier_answer_did_is_not_a_reproduction():
     """Text that follows the same tokens as the answer (LEAD) is an earlier answer: copying
     it is a regeneration, not a reproduction, however long the copy."""
     prompt = [1, 2, 5] + LEAD + FILE + [6, 7] + LEAD
-    lookup = PromptLookup()
+    lookup = reader()
     drafts = reproduced_along(lookup, prompt, FILE[:30])
     assert drafts[-1].tokens == FILE[30:46]  # the copy is drafted all the same
     assert not lookup.reproducing and all(d.reproduced == 0 for d in drafts)
@@ -189,7 +210,47 @@ def test_an_answer_that_starts_as_an_earlier_answer_did_is_not_a_reproduction():
 
 def test_a_copy_that_starts_after_the_answers_first_token_is_not_a_reproduction():
     prompt = [1, 2, 5] + FILE + [6, 7] + LEAD
-    lookup = PromptLookup()
+    lookup = reader()
     drafts = reproduced_along(lookup, prompt, [8] + FILE[:30])
     assert drafts[-1].tokens == FILE[30:46] and drafts[-1].followed >= 30
     assert all(d.reproduced == 0 for d in drafts)
+
+
+def test_a_reproduction_is_believed_up_to_the_instructions_next_word():
+    """A word of the request's instruction (its turn outside the copied text) stops the
+    reproduced run where it comes back in the file: that is where an edit is asked for.
+    Words of other turns (the system prompt) and short ones do not; nor does the copied
+    text itself."""
+    file = FILE[:20] + [FUNCTION_WORD] + FILE[20:40] + [7] + FILE[40:]
+    system = [0, 11, 12, 3]  # a system turn, its words 11 and 12 (not the instruction)
+    file[30] = 11
+    instruction = [1, 2, 7, FUNCTION_WORD]  # "rename 7 ... of": 7 is named
+    prompt = system + [0] + instruction + [FENCE] + file + [FENCE] + [3, 0] + LEAD
+    lookup = reader()
+    drafts = reproduced_along(lookup, prompt, [FENCE] + file[:12], k=48)
+    assert lookup.reproducing
+    last = drafts[-1]
+    assert last.tokens == file[12:60]
+    # believed through the function word (20) and the system prompt's word (30), up to 7
+    assert last.reproduced == file.index(7) - 12
+    assert MENTION_MIN_CHARS > len("of")
+
+
+def test_a_reproduction_is_not_drafted_past_the_copied_texts_end():
+    """The copied text ends at the code fence after it: the answer that reproduced it ends
+    there as well, never with the instruction that follows it in the prompt."""
+    after = [1, 2, 5, 6]  # the instruction, after the file
+    prompt = [0, FENCE] + FILE + [FENCE] + after + [3, 0] + LEAD
+    lookup = reader()
+    answer = [FENCE] + FILE[:50]
+    drafts = reproduced_along(lookup, prompt, answer, k=32)
+    assert drafts[-1].tokens == FILE[50:] and drafts[-1].reproduced == len(FILE) - 50
+    # at the end of the file, nothing is left to draft from it
+    done = lookup.draft(prompt + [FENCE] + FILE, 32, None, 0)
+    assert done.tokens == []
+    # without a vocabulary the drafter cannot read the instruction: no reproduction, and
+    # the copy goes on through the fence
+    blind = PromptLookup()
+    drafts = reproduced_along(blind, prompt, answer, k=32)
+    assert not blind.reproducing and drafts[-1].reproduced == 0
+    assert drafts[-1].tokens[:11] == FILE[50:] + [FENCE]

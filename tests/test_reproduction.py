@@ -1,6 +1,7 @@
 """The reproduction rule on the real model: an answer that copies back a file it was given
-to edit, on the first such request, when nothing is remembered (the rule's mechanics:
-test_lookup.py; what the controller chooses from it: test_adaptive.py)."""
+to edit, on the first such request, when nothing is remembered, and where the words of
+`pyspec demo`'s rename stop it (the rule's mechanics: test_lookup.py; what the controller
+chooses from it: test_adaptive.py)."""
 
 QUEUE = '''"""A bounded queue of jobs."""
 from collections import deque
@@ -46,9 +47,7 @@ def test_a_file_given_to_edit_is_reproduced_and_keeps_plain_greedy_text(qwen_pat
     llm = SpeculativeLlama(qwen_path, **kw)
     plain = llama_cpp.Llama(model_path=qwen_path, **kw)
     try:
-        controller = llm.speculation.controller
-        assert controller.reproduced_floor is None  # off unless asked for
-        controller.reproduced_floor = REPRODUCED_FLOOR
+        assert llm.speculation.controller.reproduced_floor == REPRODUCED_FLOOR  # on by default
         text = llm.create_completion(ask, max_tokens=96, temperature=0.0)["choices"][0]["text"]
         stats = llm.speculation.last
         assert stats.remembered_rounds == 0  # nothing held: the first request
@@ -60,4 +59,44 @@ def test_a_file_given_to_edit_is_reproduced_and_keeps_plain_greedy_text(qwen_pat
         compare_texts(plain, plain.tokenize(ask.encode(), special=True), reference, text, bound)
     finally:
         llm.close()
+        plain.close()
+
+
+def test_the_demos_rename_stops_each_reproduced_run_at_an_edit(qwen_path):
+    """On `pyspec demo`'s prompt (rename `total_price` in a short function), the drafts
+    along plain greedy's answer, read with the model's vocabulary: the answer reproduces the
+    code, each run marked reproduced ends at most one token past where the answer leaves the
+    copy (the instruction names the renamed variable, and its tokens stop the run), and no
+    draft goes past the code's closing fence. Without the stops, the first run believed 63
+    tokens and the rename was its 9th."""
+    import llama_cpp
+
+    from pyspec.llama.drafting.factory import target_text
+    from pyspec.llama.drafting.lookup import PromptLookup
+    from pyspec.testing.replay import passing
+    from pyspec.tools.cli import DEMO_PROMPT
+
+    plain = llama_cpp.Llama(model_path=qwen_path, n_ctx=2048, n_threads=2, verbose=False)
+    try:
+        prompt = plain.tokenize(DEMO_PROMPT.encode(), special=True)
+        answer = []
+        for token in plain.generate(prompt, temp=0.0):
+            if token == plain.token_eos() or len(answer) == 128:
+                break
+            answer.append(int(token))
+        assert "grand_total" in plain.detokenize(answer).decode()
+        lookup = PromptLookup(token_text=target_text(plain))
+        lookup.start_request()
+        reproduced = 0
+        end_of_turn = prompt[-5]  # after the closing fence: <|im_end|>, then the template
+        for i in range(1, len(answer)):
+            draft = lookup.draft(prompt + answer[:i], 63, None, len(prompt) + i)
+            if not draft.reproduced:
+                continue
+            reproduced += 1
+            passed = passing(draft.tokens[: draft.reproduced], answer, i)
+            assert passed >= draft.reproduced - 1, (i, draft)
+            assert end_of_turn not in draft.tokens, i  # the copy ends with the code
+        assert lookup.reproducing and reproduced > 0
+    finally:
         plain.close()

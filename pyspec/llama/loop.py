@@ -30,6 +30,7 @@ from pyspec.llama.drafting.adaptive import (
     COSTLY_DRAFTER,
     FREE_DRAFTER,
     REMEMBERED_FLOOR,
+    REPRODUCED_FLOOR,
     SURE_ABOVE,
     UNSURE_BELOW,
     UNSURE_WINDOW,
@@ -140,11 +141,13 @@ class Speculation:
             self.controller.unsure_below = UNSURE_BELOW
             self.controller.sure_above = SURE_ABOVE
             self.controller.remembered_floor = REMEMBERED_FLOOR
-            # The reproduction rule (adaptive.REPRODUCED_FLOOR) stays off unless asked for:
-            # on a rename that edits a short file early (`pyspec demo`'s prompt) its long
-            # believed drafts fail at each edit, 0.79x-0.96x the loop without it on every
-            # curve replayed (docs/drafting.md). controller.reproduced_floor =
-            # REPRODUCED_FLOOR turns it on.
+            # The reproduction rule: a copy of prompt text the answer began with is believed
+            # to go on (adaptive.REPRODUCED_FLOOR), up to the instruction's next word and the
+            # copied text's end (lookup.py's mention stops; controller.reproduced_floor =
+            # None turns it off). Off in session 36, when nothing stopped it at the edits of
+            # `pyspec demo`'s rename (0.79x-0.96x the loop without it); with the stops it is
+            # 0.99x-1.18x there and +2% to +6% on the 96-token edits (docs/drafting.md).
+            self.controller.reproduced_floor = REPRODUCED_FLOOR
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.
         self.costly_controller: Optional[DraftLengthController] = None
@@ -824,8 +827,8 @@ class Speculation:
         each row that decided one, from the verifier's pass: 0.01-0.05 ms a round on this
         Zen 4, against 0.2 ms when a second pass per row read it): only with the unsure, the
         sure-copy, the remembered-copy or the reproduction rule on (DraftLengthController.
-        unsure_below, sure_above, remembered_floor: the defaults beside a free drafter;
-        reproduced_floor, opt-in) and a free drafter's adaptive lengths."""
+        unsure_below, sure_above, remembered_floor, reproduced_floor: the defaults beside a
+        free drafter) and a free drafter's adaptive lengths."""
         c = self.controller
         return (
             self.free_drafter is not None

@@ -55,7 +55,7 @@ class SpeculationStats:
     # Rounds whose remembered tokens were believed (the remembered-copy rule, on beside it):
     # text the memory of earlier requests held twice or more (an answer once at least).
     remembered_rounds: int = 0
-    # Rounds whose reproduced tokens were believed (the reproduction rule, opt-in):
+    # Rounds whose reproduced tokens were believed (the reproduction rule, on beside it):
     # prompt text the answer has copied from its first token (a file given to edit).
     reproduced_rounds: int = 0
 

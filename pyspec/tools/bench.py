@@ -93,7 +93,8 @@ SUITES = {
         # AVX2 one, where plain decodes at 12 tok/s (its progress lines say so; give
         # --budget 25 there). Estimated at the default budget so it runs when asked alone.
         9.0,
-        "the unsure, sure-copy and remembered-copy rules replayed on the recorded chats and "
+        "the unsure, sure-copy, remembered-copy and reproduction rules replayed on the "
+        "recorded chats and "
         "edits (greedy "
         "and sampled at 0.8), in three orders and the repository's batch curves",
     ),
@@ -112,6 +113,14 @@ SUITES = {
         # fresh machine it records them first, as policy-ceiling does
         9.0,
         "the replayed policy against llama.cpp's ngram-simple replayed, every batch curve",
+    ),
+    "reproduction": (
+        ["bench_reproduction.py", "-s"],
+        # about 25 s once recorded; a fresh machine first decodes what confidence-rules
+        # records, then the demo's answers and the full-file edits (~15 min on the Zen 4).
+        9.0,
+        "the reproduction rule and the lookup's reading of an edit request replayed on "
+        "pyspec demo's rename, the code edits, tool calls and the chats, every batch curve",
     ),
     "tool-prompts": (
         ["bench_tool_prompts.py", "-s"],
@@ -147,6 +156,7 @@ CHAT_SUITES = frozenset(
         "confidence-rules",
         "policy-ceiling",
         "peer-replay",
+        "reproduction",
         "tree-outlook",
     }
 )

@@ -134,23 +134,24 @@ SURE_RUN = SURE_COPY_FLOORS[-1][0]
 REMEMBERED_MIN = 8
 REMEMBERED_FLOOR = 0.995
 
-# The reproduction rule (DraftLengthController.reproduced_floor; opt-in: the loop leaves it
-# off, see below): the tokens of a draft that continue prompt text the answer has
+# The reproduction rule (DraftLengthController.reproduced_floor; on beside the other rules
+# since session 37): the tokens of a draft that continue prompt text the answer has
 # reproduced from its first token (Draft.reproduced: prompt lookup's REPRODUCTION_RUN and
-# REPRODUCTION_LEAD), offered while the target gave each of its last UNSURE_WINDOW tokens at
-# least SURE_ABOVE, are believed to pass with at least REPRODUCED_FLOOR each, and the slow
-# start does not bound them. Why: an answer that begins by copying a file it was given to
-# edit goes on copying it, but nothing is remembered for the first such request, and there
-# the sure-copy floors waited for 12 tokens followed and then drafted 15 at a time (the
-# first code edit on a Zen 4: 0.82x llama.cpp's ngram-map-k4v, session 35). Measured
-# (session 36, docs/drafting.md): the reproduced tokens of the recorded edits, with the
-# target sure, all passed in the 96-token edits and 0.993-0.994 of them in the full-file
-# edits (the misses: the edits themselves); replayed (three orders, ten curves, greedy and
-# sampled): 96-token edits +1% to +8% with no request slower, the chats unchanged, the
-# full-file edits -3% to +7%. Live on the Zen 4: the first edit 48.9 -> 66.1 tok/s. Off by
-# default all the same: on `pyspec demo`'s rename of a short file, which edits it early and
-# often, the believed drafts of 64 failed at each edit, 0.79x-0.96x the loop without the rule
-# on every curve replayed (0.84x on the Zen 4's), below plain there.
+# REPRODUCTION_LEAD, cut before the instruction's next word and at the copied text's end),
+# offered while the target gave each of its last UNSURE_WINDOW tokens at least SURE_ABOVE,
+# are believed to pass with at least REPRODUCED_FLOOR each, and the slow start does not
+# bound them. Why: an answer that begins by copying a file it was given to edit goes on
+# copying it, but nothing is remembered for the first such request, and there the sure-copy
+# floors waited for 12 tokens followed and then drafted 15 at a time (the first code edit
+# on a Zen 4: 0.82x llama.cpp's ngram-map-k4v, session 35). Measured (session 36,
+# docs/drafting.md): the reproduced tokens of the recorded edits, with the target sure, all
+# passed in the 96-token edits and 0.993-0.994 of them in the full-file edits (the misses:
+# the edits themselves). Live on the Zen 4: the first edit 48.9 -> 66.1 tok/s. Session 36
+# left it opt-in: on `pyspec demo`'s rename of a short file, which edits it early and often,
+# believed drafts of 63 failed at each edit (0.79x-0.96x the loop without the rule, every
+# curve). With the lookup's mention stops (session 37) it replays at 0.99x-1.18x there
+# against session 36's default, the 96-token edits +2% to +6%, the full-file edits +0.4%
+# to +13% (no request below 0.99x), the chats unchanged, on eleven curves.
 REPRODUCED_FLOOR = REMEMBERED_FLOOR
 
 
@@ -276,8 +277,8 @@ class DraftLengthController:
         self._remembered = 0
         self._believed = 0  # leading tokens of the last choice that the rule believed
         # The same belief for the tokens of a draft that continue prompt text the answer
-        # reproduces (None: never, the default of a bare controller and of the loop, where
-        # the rule is opt-in; REPRODUCED_FLOOR: the rule).
+        # reproduces (None, a bare controller's default: never; REPRODUCED_FLOOR: the rule,
+        # which the loop sets beside the remembered-copy rule).
         self.reproduced_floor: Optional[float] = None
         self._reproduced = 0
         self._believed_reproduced = 0

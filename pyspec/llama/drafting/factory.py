@@ -32,7 +32,11 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
             free.close()
             raise
     if draft is None or (isinstance(draft, str) and draft == "lookup"):
-        return PromptLookup()
+        return PromptLookup(token_text=target_text(target))
+    if isinstance(draft, PromptLookup) and draft.token_text is None:
+        # it reads the request's instruction with the target's vocabulary (the reproduction
+        # rule's mention stops, lookup.py)
+        draft.token_text = target_text(target)
     if isinstance(draft, Drafter):
         drafter = draft
     elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
@@ -56,3 +60,13 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
     if isinstance(drafter, DraftModel):
         drafter.check_compatible(target)
     return drafter
+
+
+def target_text(target: llama_cpp.Llama):
+    """token -> its text in ``target``'s vocabulary (special tokens: empty), as PromptLookup
+    reads a request's instruction."""
+
+    def text(token: int) -> str:
+        return target.detokenize([token]).decode("utf-8", errors="replace")
+
+    return text

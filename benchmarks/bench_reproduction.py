@@ -1,0 +1,143 @@
+"""The reproduction rule and the lookup's reading of a request's instruction, replayed where
+they act: `pyspec demo`'s rename, the code edits (96 tokens, and the whole file), tool calls,
+and the chats, where they should change nothing.
+
+Three settings of the loop, one controller and one lookup with its memory through each
+workload's requests (bench_slow_start.replay_row), on every batch curve the repository holds:
+
+- "session 36": the lookup without the vocabulary (nothing read, no draft marked
+  reproduced), the reproduction rule off: the loop's default before session 37;
+- "copy's end": the lookup reads the instruction (its drafts of a reproduction end with the
+  copied text), the rule off;
+- "rule": both, the rule on: the loop's default since session 37.
+
+Speedups over plain in cost units, each against "session 36" per request: the geometric
+mean and the worst request. The demo's answer (greedy, up to 128 tokens) and the full-file
+edits' (up to 600) are decoded once and cached, as the other recordings are
+(bench_confidence_rules, bench_tool_prompts); greedy and sampled at 0.8.
+
+    pyspec bench reproduction   # or: pytest benchmarks/bench_reproduction.py -s
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bench_confidence_rules import SAMPLED_TEMPERATURE, recorded_requests, replay_in_order
+from bench_slow_start import _geo, curves
+from bench_tool_prompts import recorded_tool_requests
+
+SETTINGS = {  # name -> (the lookup reads the instruction, the confidence rules)
+    "session 36": (False, "unsure + sure copy + remembered"),
+    "copy's end": (True, "unsure + sure copy + remembered"),
+    "rule": (True, "unsure + sure copy + remembered + reproduced"),
+}
+DEMO_TOKENS = 128
+FULL_FILE_TOKENS = 600
+
+
+def demo_requests(temperature: float = 0.0, seed: int = 0) -> list:
+    """`pyspec demo`'s prompt as a recorded request (its text is already a chat turn)."""
+    return _recorded(DEMO_TOKENS, temperature, seed, demo=True)
+
+
+def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
+    """The code edits answered to the end of the file."""
+    return _recorded(FULL_FILE_TOKENS, temperature, seed, demo=False)
+
+
+def _recorded(max_tokens: int, temperature: float, seed: int, demo: bool) -> list:
+    import bench_tree_outlook
+    from _code_edits import requests as code_requests
+
+    kept = bench_tree_outlook.MAX_TOKENS
+    bench_tree_outlook.MAX_TOKENS = max_tokens  # (the recordings' cache keys name it)
+    try:
+        if demo:
+            return _demo_recording(temperature, seed)
+        workloads = [("full-file edits", messages) for _, messages in code_requests()]
+        return recorded_requests(temperature, seed, workloads)
+    finally:
+        bench_tree_outlook.MAX_TOKENS = kept
+
+
+def _demo_recording(temperature: float, seed: int) -> list:
+    import llama_cpp
+    from bench_confidence_rules import recorded_confidences
+    from bench_draftless import THREADS
+    from bench_tree_outlook import _decoded_outputs
+
+    from pyspec.testing.models import ensure_model
+    from pyspec.tools.cli import DEMO_PROMPT
+
+    target = str(ensure_model("qwen2.5-coder-1.5b"))
+    llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
+    prompt = llm.tokenize(DEMO_PROMPT.encode(), special=True)
+    output = _decoded_outputs(llm, [prompt], temperature, seed)[0]
+    llm.close()
+    return [("demo", prompt, output, recorded_confidences([prompt], [output])[0])]
+
+
+def workloads() -> dict:
+    """name -> (requests in order, max_tokens asked)."""
+    greedy = recorded_requests()
+    sampled = recorded_requests(SAMPLED_TEMPERATURE, 1)
+    chats = [r for r in greedy if r[0] == "chat"]
+    return {
+        "demo, greedy": (demo_requests(), None),
+        "demo, sampled": (demo_requests(SAMPLED_TEMPERATURE, 1), None),
+        "96-token edits, greedy": ([r for r in greedy if r[0] != "chat"], 96),
+        "96-token edits, sampled": ([r for r in sampled if r[0] != "chat"], 96),
+        "full-file edits, greedy": (full_file_requests(), None),
+        "full-file edits, sampled": (full_file_requests(SAMPLED_TEMPERATURE, 1), None),
+        "tool calls": (recorded_tool_requests(), 96),
+        "chats, then the edits": (chats + [r for r in greedy if r[0] != "chat"], 96),
+        "chats, sampled": ([r for r in sampled if r[0] == "chat"], 96),
+    }
+
+
+def replay_settings(order: list, costs: dict, max_tokens) -> dict:
+    """setting -> speedups over plain per request, in order."""
+    from _vocabulary import recorded_text
+
+    out = {}
+    for name, (reads, rules) in SETTINGS.items():
+        text = recorded_text() if reads else None
+        by_workload = replay_in_order(order, costs, rules, max_tokens=max_tokens, token_text=text)
+        out[name] = np.concatenate([np.array(v) for v in by_workload.values()])
+    return out
+
+
+def bench_reproduction(benchmark):
+    sets = workloads()
+
+    def run_all():
+        table: dict = {}
+        for curve, costs in curves().items():
+            for name, (order, max_tokens) in sets.items():
+                speedups = replay_settings(order, costs, max_tokens)
+                before = speedups["session 36"]
+                table.setdefault(curve, {})[name] = {
+                    setting: {
+                        "speedup": _geo(s),
+                        "against session 36": _geo(s / before),
+                        "worst": float(min(s / before)),
+                    }
+                    for setting, s in speedups.items()
+                }
+        return table
+
+    table = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    benchmark.extra_info.update(settings=list(SETTINGS), speedup=table)
+    for curve, rows in table.items():
+        print(f"\n{curve}", flush=True)
+        for name, by_setting in rows.items():
+            print(
+                f"  {name:26s} "
+                + ", ".join(
+                    f"{setting} {v['against session 36']:.3f}x (worst {v['worst']:.3f}x)"
+                    for setting, v in by_setting.items()
+                    if setting != "session 36"
+                )
+                + f"; session 36 {by_setting['session 36']['speedup']:.2f}x plain",
+                flush=True,
+            )
