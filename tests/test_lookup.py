@@ -248,9 +248,34 @@ def test_a_reproduction_is_not_drafted_past_the_copied_texts_end():
     # at the end of the file, nothing is left to draft from it
     done = lookup.draft(prompt + [FENCE] + FILE, 32, None, 0)
     assert done.tokens == []
+    closed = lookup.draft(prompt + [FENCE] + FILE + [FENCE], 32, None, 0)  # the fence too
+    assert closed.tokens == []
     # without a vocabulary the drafter cannot read the instruction: no reproduction, and
     # the copy goes on through the fence
     blind = PromptLookup()
     drafts = reproduced_along(blind, prompt, answer, k=32)
     assert not blind.reproducing and drafts[-1].reproduced == 0
     assert drafts[-1].tokens[:11] == FILE[50:] + [FENCE]
+
+
+def test_an_answer_that_begins_with_words_then_copies_a_fenced_file_reproduces_it():
+    """An answer that says "Here is the code:", then copies the prompt's fenced file from
+    its opening fence: the copy counts from the answer's fence (FENCED_REPRODUCTION). The
+    same block copied from an earlier answer (a turn that begins with the answer's own
+    lead) does not."""
+    user = [0, 80, 81]  # a turn marker, then the user turn's header
+    prompt = user + [1, 2, FENCE] + FILE + [FENCE, 5, 3] + [0] + LEAD
+    answer = [20, 21, 22, FENCE] + FILE[:20]
+    lookup = reader()
+    drafts = reproduced_along(lookup, prompt, answer)
+    assert lookup.reproducing
+    from_fence = [d.reproduced for d in drafts[3:]]  # the drafts after 1, 2, ... copied
+    assert from_fence[: REPRODUCTION_RUN - 1] == [0] * (REPRODUCTION_RUN - 1)
+    assert from_fence[REPRODUCTION_RUN - 1] == 16
+    assert drafts[-1].tokens == FILE[20:36] and drafts[-1].reproduced == 16
+    earlier = [0] + LEAD + [20, FENCE] + FILE + [FENCE, 3]  # the block, in an earlier answer
+    prompt = user + [1, 2, 3] + earlier + user + [7, 3] + [0] + LEAD
+    lookup = reader()
+    drafts = reproduced_along(lookup, prompt, [22, FENCE] + FILE[:30])
+    assert drafts[-1].tokens == FILE[30:46]  # drafted all the same
+    assert not lookup.reproducing and all(d.reproduced == 0 for d in drafts)

@@ -149,9 +149,10 @@ REMEMBERED_FLOOR = 0.995
 # the edits themselves). Live on the Zen 4: the first edit 48.9 -> 66.1 tok/s. Session 36
 # left it opt-in: on `pyspec demo`'s rename of a short file, which edits it early and often,
 # believed drafts of 63 failed at each edit (0.79x-0.96x the loop without the rule, every
-# curve). With the lookup's mention stops (session 37) it replays at 0.99x-1.18x there
-# against session 36's default, the 96-token edits +2% to +6%, the full-file edits +0.4%
-# to +13% (no request below 0.99x), the chats unchanged, on eleven curves.
+# curve). With the lookup's reading of the edit request (session 37) it replays at
+# 0.99x-1.19x there against session 36's default, the 96-token edits +2% to +6%, the
+# full-file edits +1% to +13% (no request below 0.99x), the chats unchanged, on eleven
+# curves (pyspec bench reproduction).
 REPRODUCED_FLOOR = REMEMBERED_FLOOR
 
 
