@@ -202,7 +202,13 @@ def test_generate_sampling_choices(gemma_path):
 def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path, tmp_path):
     cache = {"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"}
     args = ("generate", "-m", gemma_path, "--lookup", "-n", "8", "--temp", "0", "-p", "Hi.")
-    first = run_pyspec(*args, "--draft-max", "8", env=cache)
+    # A busy moment of the machine (a suite or a build beside it) makes the measured ratios
+    # implausible, and the calibration says so and gives up (calibrate_once): measured again
+    # then, as a user would, up to three times.
+    for _ in range(3):
+        first = run_pyspec(*args, "--draft-max", "8", env=cache)
+        if "calibration failed" not in first.stderr:
+            break
     assert first.returncode == 0, first.stderr
     assert "measuring this model's batch costs at every draft length up to 8" in first.stderr
     assert "sweep 3/3 over batch sizes 1-9" in first.stderr and "calibrated" in first.stderr
