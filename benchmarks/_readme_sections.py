@@ -1299,6 +1299,12 @@ SECTIONS = {
         ("draftless-family25-model17-remembered",),
         draftless_table,
     ),
+    # The Zen 4 EPYC with the reproduction rule on, unread stops (session 36; the README's
+    # until session 37).
+    "draftless-table-family25-model17-reproduction": (
+        ("draftless-family25-model17-reproduction",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
