@@ -279,3 +279,36 @@ def test_an_answer_that_begins_with_words_then_copies_a_fenced_file_reproduces_i
     drafts = reproduced_along(lookup, prompt, [22, FENCE] + FILE[:30])
     assert drafts[-1].tokens == FILE[30:46]  # drafted all the same
     assert not lookup.reproducing and all(d.reproduced == 0 for d in drafts)
+
+
+def test_a_fenced_block_of_an_earlier_answer_is_told_by_the_turns_header():
+    """Llama 3's turns: a header of a role word, a control token and "\\n\\n" before each
+    turn's text. The block copied from the earlier assistant turn is not a reproduction;
+    the same block in the user's turn is."""
+
+    def turn(role, body):
+        return [4, role, 3, 91] + body + [0]  # start header, role, end header, "\n\n"
+
+    block = [FENCE] + FILE + [FENCE]
+    answer = [22, FENCE] + FILE[:30]
+    earlier = turn(80, [1, 2]) + turn(90, [20] + block) + turn(80, [7, 2]) + [4, 90, 3, 91]
+    lookup = reader()
+    drafts = reproduced_along(lookup, earlier, answer)
+    assert drafts[-1].tokens == FILE[30:46] and not lookup.reproducing
+    given = turn(80, [1, 2] + block) + [4, 90, 3, 91]
+    lookup = reader()
+    drafts = reproduced_along(lookup, given, answer)
+    assert lookup.reproducing and drafts[-1].reproduced == 16
+
+
+def test_a_fence_inside_the_copied_text_does_not_end_the_drafts():
+    """A token that reads as a fence inside the file (an RST ``literal``) is taken for the
+    copied text's end: drafts stop there; once the answer has copied on past it, the end is
+    read again and the drafts run on, believed (a cautious end, not a lock)."""
+    file = FILE[:20] + [FENCE] + FILE[20:]
+    prompt = [0, 80, 81, 1, 2, FENCE] + file + [FENCE, 5, 3] + [0] + LEAD
+    lookup = reader()
+    drafts = reproduced_along(lookup, prompt, [FENCE] + file[:32], k=16)
+    assert lookup.reproducing
+    assert drafts[10].tokens == file[10:20] and drafts[10].reproduced == 10  # up to the end
+    assert drafts[-1].tokens == file[32:48] and drafts[-1].reproduced == 16

@@ -100,3 +100,25 @@ def test_the_demos_rename_stops_each_reproduced_run_at_an_edit(qwen_path):
         assert lookup.reproducing and reproduced > 0
     finally:
         plain.close()
+
+
+def test_the_targets_vocabulary_reads_long_pieces_and_refuses_once_closed(qwen_path):
+    """make_drafter's token text: control tokens read as empty, a piece longer than
+    llama-cpp-python's 32-byte detokenize buffer whole, and a closed target raises instead
+    of reading its freed vocabulary."""
+    import llama_cpp
+    import pytest
+
+    from pyspec.errors import PyspecRuntimeError
+    from pyspec.llama.drafting.factory import target_text
+
+    llm = llama_cpp.Llama(model_path=qwen_path, vocab_only=True, verbose=False)
+    text = target_text(llm)
+    token = 89180  # in Qwen2.5's vocabulary, 114 bytes; llama-cpp-python's detokenize: b""
+    assert text(token) == "//" + "-" * 112
+    im_end = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)
+    assert [text(t) for t in im_end] == [""]
+    assert text(llm.tokenize(b" total", add_bos=False)[0]) == " total"
+    llm.close()
+    with pytest.raises(PyspecRuntimeError):
+        text(token)

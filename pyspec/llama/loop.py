@@ -143,10 +143,11 @@ class Speculation:
             self.controller.remembered_floor = REMEMBERED_FLOOR
             # The reproduction rule: a copy of prompt text the answer began with is believed
             # to go on (adaptive.REPRODUCED_FLOOR), up to the instruction's next word and the
-            # copied text's end (lookup.py's mention stops; controller.reproduced_floor =
-            # None turns it off). Off in session 36, when nothing stopped it at the edits of
-            # `pyspec demo`'s rename (0.79x-0.96x the loop without it); with the stops it is
-            # 0.99x-1.19x there and +2% to +6% on the 96-token edits (docs/drafting.md).
+            # copied text's end (lookup.py's mention stops). controller.reproduced_floor =
+            # None turns the belief off, the lookup's read_with(None) its reading. Off in
+            # session 36, when nothing stopped it at the edits of `pyspec demo`'s rename
+            # (0.79x-0.96x the loop without it); with the stops it is 0.99x-1.19x there and
+            # +2% to +6% on the 96-token edits (docs/drafting.md).
             self.controller.reproduced_floor = REPRODUCED_FLOOR
         # The costly drafter's controller: the same one alone; beside a free drafter its
         # own (its acceptance, costs and loss budget), on the same batch-cost curve.

@@ -52,8 +52,8 @@ class Round:
     # 0: the rule did not decide.
     remembered: int = 0
     # Leading drafts the reproduction rule believed (DraftLengthController.reproduced_floor):
-    # the continuation of prompt text the answer reproduces from its first token. 0: the
-    # rule did not decide.
+    # the continuation of prompt text the answer reproduces (from its first token or its
+    # first code fence). 0: the rule did not decide.
     reproduced: int = 0
 
     @property

@@ -56,7 +56,8 @@ class SpeculationStats:
     # text the memory of earlier requests held twice or more (an answer once at least).
     remembered_rounds: int = 0
     # Rounds whose reproduced tokens were believed (the reproduction rule, on beside it):
-    # prompt text the answer has copied from its first token (a file given to edit).
+    # prompt text the answer has copied from its first token or code fence (a file given to
+    # edit).
     reproduced_rounds: int = 0
 
     @property

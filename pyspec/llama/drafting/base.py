@@ -47,8 +47,9 @@ class Draft:
     # remembered_floor). 0: none, or no memory.
     remembered: int = 0
     # Leading tokens that continue prompt text the answer has reproduced from its first
-    # token (prompt lookup's reproduction: a file given to edit, copied back): believed to go
-    # on (DraftLengthController.reproduced_floor). 0: none, or not such an answer.
+    # token or its first code fence (prompt lookup's reproduction: a file given to edit,
+    # copied back), up to the edit request's next word: believed to go on
+    # (DraftLengthController.reproduced_floor). 0: none, or not such an answer.
     reproduced: int = 0
 
 

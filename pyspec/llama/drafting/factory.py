@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import llama_cpp
 
-from pyspec.errors import ArgumentTypeError, InvalidInputError
+from pyspec.errors import ArgumentTypeError, InvalidInputError, PyspecRuntimeError
 from pyspec.llama.drafting.base import Drafter
 from pyspec.llama.drafting.callable import CallableDrafter
 from pyspec.llama.drafting.combined import CombinedDrafter
@@ -33,10 +33,12 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
             raise
     if draft is None or (isinstance(draft, str) and draft == "lookup"):
         return PromptLookup(token_text=target_text(target))
-    if isinstance(draft, PromptLookup) and draft.token_text is None:
-        # it reads the request's instruction with the target's vocabulary (the reproduction
-        # rule's mention stops, lookup.py)
-        draft.token_text = target_text(target)
+    if isinstance(draft, PromptLookup) and (
+        draft.token_text is None or getattr(draft.token_text, "from_target", False)
+    ):
+        # it reads the request's instruction with this target's vocabulary (the
+        # reproduction rule's mention stops, lookup.py): also when reused with another
+        draft.read_with(target_text(target))
     if isinstance(draft, Drafter):
         drafter = draft
     elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
@@ -63,10 +65,27 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
 
 
 def target_text(target: llama_cpp.Llama):
-    """token -> its text in ``target``'s vocabulary (special tokens: empty), as PromptLookup
-    reads a request's instruction."""
+    """token -> its text in ``target``'s vocabulary (control tokens, such as a chat
+    template's turn markers: empty), as PromptLookup reads a request's instruction. Read
+    with llama.cpp's token_to_piece into a buffer as long as the piece needs
+    (llama-cpp-python's detokenize uses 32 bytes, and cuts a longer piece wrongly)."""
+    import ctypes
 
     def text(token: int) -> str:
-        return target.detokenize([token]).decode("utf-8", errors="replace")
+        # The model read at each call, which keeps it alive while this function is: its
+        # vocabulary is freed with it, and a closed one must raise, not read freed memory.
+        model = getattr(target, "_model", None)
+        if model is None or getattr(model, "model", None) is None:
+            raise PyspecRuntimeError("the target model is closed: its vocabulary is gone")
+        size = 64
+        while True:
+            buffer = (ctypes.c_char * size)()
+            n = llama_cpp.llama_token_to_piece(
+                model.vocab, llama_cpp.llama_token(token), buffer, size, 0, False
+            )
+            if n >= 0:
+                return bytes(buffer[:n]).decode("utf-8", errors="replace")
+            size = -n  # the length the piece needs
 
+    text.from_target = True  # (make_drafter binds it anew for another target)
     return text

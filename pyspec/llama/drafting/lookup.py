@@ -77,6 +77,7 @@ MENTION_MIN_CHARS = 3
 # copied must not lie in an earlier answer (a turn that begins as the answer's does).
 FENCED_REPRODUCTION = True
 FENCE_LOOKBACK = 2 * REPRODUCTION_RUN
+FENCE_TOKENS = 2  # tokens a code fence may take ("``" and "`\n")
 
 
 def agreement(count: int, total: int) -> str:
@@ -140,6 +141,11 @@ class PromptLookup(Drafter):
     def set_reproducible(self, on: bool) -> None:
         if on:  # drafts as a fresh drafter would make them: nothing from earlier requests
             self.memory = None
+
+    def read_with(self, token_text: Optional[Callable[[int], str]]) -> None:
+        """Reads requests with ``token_text`` from now on (None: reads none)."""
+        self.token_text = token_text
+        self._texts = {}
 
     @property
     def reproducing(self) -> bool:
@@ -224,6 +230,9 @@ class PromptLookup(Drafter):
                 if t == old[0]:  # the output kept the old tokens: forget the substitution
                     del self._subs[old[0]][old]
             if seq[c] == t:
+                if self._reproducing and self._from_answer_start:
+                    if c == self._copied_end + FENCE_TOKENS:
+                        self._read_for = None  # followed on past the end: read it again
                 self._cursor = (c + 1, ())
                 self._divergence = None  # following a source again
                 self._run += 1
@@ -375,19 +384,32 @@ class PromptLookup(Drafter):
         if cursor is not None and out and self._from_answer_start and self.token_text:
             if self._run - self._lead_run >= REPRODUCTION_RUN:
                 self._reproducing = True
-                if self._read_for != self._copied_from:
-                    self._read_instruction()
+            if self._reproducing and self._read_for != self._copied_from:
+                self._read_instruction()  # (again when the copy's source moved)
         if cursor is not None and self._reproducing:
             # Not past the copied text's end, whichever draft reads it: the answer that
             # reproduced it ends there too (or goes on with its own words), never with the
             # instruction after it.
+            # Any draft of the copied text up to FENCE_TOKENS past its end (a fence may be two
+            # tokens), and the reproduction's own copy anywhere past it: re-joined there, it
+            # left the copied text (into the instruction, or into the answer's own words).
+            # When the output itself follows the source on past the end, the end was none (a
+            # fence-like token inside the text) and it is read again (_advance).
             c = self._cursor[0]
-            reproduction = self._from_answer_start and c >= self._copied_from
-            if reproduction or self._copied_from <= c <= self._copied_end:
+            within = self._copied_from <= c <= self._copied_end + FENCE_TOKENS
+            if within or (self._from_answer_start and c > self._copied_end):
                 left = self._copy_left(len(out))
                 out, kinds = out[:left], kinds[:left]
         reproduced = 0
-        if cursor is not None and out and self._from_answer_start and self._reproducing:
+        if (
+            cursor is not None
+            and out
+            and self._from_answer_start
+            and self._reproducing
+            and self._copied_from <= self._cursor[0] <= self._copied_end
+        ):
+            # (Believed only within the copied text: a re-join past its end, into the
+            # instruction or back into the file from the answer's own words after it, is not.)
             reproduced = next((j for j, t in enumerate(out) if t in self._mentions), len(out))
         # A copy the output has followed for a while (or a long match) passes far more often
         # than a guess from a short match, and a source followed for a token or three more
@@ -446,21 +468,31 @@ class PromptLookup(Drafter):
         source = c - copied
         if source < 0 or seq[source:c] != seq[fence:]:
             return
-        start = self._answer_start
-        if self._turn_lead(source) == seq[start - REPRODUCTION_LEAD : start]:
-            return  # an earlier answer's block
+        if self._in_an_earlier_answer(source):
+            return
         self._from_answer_start = True
         self._lead_run = max(self._run - copied, 0)
         self._copied_from = source
 
-    def _turn_lead(self, position: int) -> list:
-        """The first REPRODUCTION_LEAD tokens of the turn that holds ``position`` (after the
-        special token before it): an assistant turn's are the answer's own lead."""
-        seq = self._list
-        begin = position
+    def _turn_begin(self, position: int) -> int:
+        """Where the turn that holds ``position`` begins: after the control token before it."""
+        seq, begin = self._list, position
         while begin > 0 and self._text(seq[begin - 1]):
             begin -= 1
-        return seq[begin : begin + REPRODUCTION_LEAD]
+        return begin
+
+    def _in_an_earlier_answer(self, position: int) -> bool:
+        """Whether ``position`` lies in a turn whose header is the answer's own: the answer's
+        turn from REPRODUCTION_LEAD tokens before its begin up to the answer, against as
+        many from the other turn's begin (ChatML's "<|im_start|>assistant\n", Llama 3's
+        "assistant<|end_header_id|>\n\n")."""
+        seq, start = self._list, self._answer_start
+        mine = self._turn_begin(start)
+        theirs = self._turn_begin(position)
+        lead, after = REPRODUCTION_LEAD, start - mine
+        if mine < lead or theirs < lead:
+            return False
+        return seq[theirs - lead : theirs + after] == seq[mine - lead : start]
 
     def _text(self, token: int) -> str:
         text = self._texts.get(token)
@@ -478,7 +510,10 @@ class PromptLookup(Drafter):
         turn_end = source
         while turn_end < self._answer_start and text(seq[turn_end]):
             turn_end += 1
-        fence = next((q for q in range(source + 1, turn_end) if "``" in text(seq[q])), turn_end)
+        # The end lies past what the answer has copied already (an answer that echoed the
+        # text before the opening fence copies that fence too).
+        copied = max(source + 1, self._cursor[0] if self._cursor is not None else 0)
+        fence = next((q for q in range(copied, turn_end) if "``" in text(seq[q])), turn_end)
         self._copied_end = fence
         self._read_for = source
         instruction = seq[turn_start:source] + seq[fence:turn_end]
@@ -489,11 +524,9 @@ class PromptLookup(Drafter):
         )
 
     def _copy_left(self, n: int) -> int:
-        """How many of the n tokens the copy cursor drafts lie before the copied text's end.
-        (With substitutions applied, the count of source tokens is the draft's: an edit that
-        changed the length near the end moves the cut by as much.)"""
-        c, pending = self._cursor
-        return min(n, len(pending) + max(0, self._copied_end - c))
+        """How many of the n tokens the copy cursor drafts lie before the copied text's end
+        (with the substitutions learned applied, as _virtual drafts them)."""
+        return len(self._virtual(self._cursor, n, self._copied_end))
 
     def draft(self, context, max_tokens, params, position):
         t0 = time.perf_counter()
