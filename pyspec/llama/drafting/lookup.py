@@ -302,7 +302,7 @@ class PromptLookup(Drafter):
                 (
                     q
                     for q in range(max(start, self._answer_start), len(seq))
-                    if "``" in self._text(seq[q])
+                    if self._is_fence(seq[q])
                 ),
                 None,
             )
@@ -387,12 +387,11 @@ class PromptLookup(Drafter):
             if self._reproducing and self._read_for != self._copied_from:
                 self._read_instruction()  # (again when the copy's source moved)
         if cursor is not None and self._reproducing:
-            # Not past the copied text's end, whichever draft reads it: the answer that
-            # reproduced it ends there too (or goes on with its own words), never with the
-            # instruction after it.
-            # Any draft of the copied text up to FENCE_TOKENS past its end (a fence may be two
-            # tokens), and the reproduction's own copy anywhere past it: re-joined there, it
-            # left the copied text (into the instruction, or into the answer's own words).
+            # Not past the copied text's end: the answer that reproduced it ends there too
+            # (or goes on with its own words), never with the instruction after it. Cut:
+            # any draft of the copied text up to FENCE_TOKENS past its end (a fence may be
+            # two tokens), and the reproduction's own copy anywhere past it (re-joined there,
+            # it left the copied text: into the instruction, or the answer's own words).
             # When the output itself follows the source on past the end, the end was none (a
             # fence-like token inside the text) and it is read again (_advance).
             c = self._cursor[0]
@@ -500,20 +499,22 @@ class PromptLookup(Drafter):
             text = self._texts[token] = self.token_text(token)
         return text
 
+    def _is_fence(self, token: int) -> bool:
+        """Whether ``token`` is (part of) a code fence: its text holds two backticks."""
+        return "``" in self._text(token)
+
     def _read_instruction(self) -> None:
         """Where the copied text ends, and the words of the instruction around it: the rest
         of the request's turn (MENTION_MIN_CHARS)."""
         seq, source, text = self._list, self._copied_from, self._text
-        turn_start = source
-        while turn_start > 0 and text(seq[turn_start - 1]):
-            turn_start -= 1
+        turn_start = self._turn_begin(source)
         turn_end = source
         while turn_end < self._answer_start and text(seq[turn_end]):
             turn_end += 1
         # The end lies past what the answer has copied already (an answer that echoed the
         # text before the opening fence copies that fence too).
         copied = max(source + 1, self._cursor[0] if self._cursor is not None else 0)
-        fence = next((q for q in range(copied, turn_end) if "``" in text(seq[q])), turn_end)
+        fence = next((q for q in range(copied, turn_end) if self._is_fence(seq[q])), turn_end)
         self._copied_end = fence
         self._read_for = source
         instruction = seq[turn_start:source] + seq[fence:turn_end]
