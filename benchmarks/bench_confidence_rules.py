@@ -114,14 +114,16 @@ def replay_in_order(order: list, costs: dict, rule: str, **row) -> dict:
 
 
 def recorded_requests(
-    temperature: float = 0.0, seed: int = 0, workloads: list | None = None
+    temperature: float = 0.0, seed: int = 0, workloads: list | None = None, **decoded
 ) -> list:
     """(workload, prompt, output, confidence) per request with an output of 2 tokens or more:
     greedy outputs, or outputs sampled at ``temperature`` (what a chat client usually asks
     for), each with the raw top probability of the rows that decided it (what the verifier
     returns, before the sampling transforms). The chats and the code edits, or the given
-    ``workloads`` ((workload, messages) pairs)."""
-    workloads, prompts, outputs = recorded_workloads(N_CHATS, temperature, seed, workloads)
+    ``workloads`` ((workload, messages) pairs). ``decoded``: recorded_workloads' max_tokens."""
+    workloads, prompts, outputs = recorded_workloads(
+        N_CHATS, temperature, seed, workloads, **decoded
+    )
     kept = [(w, p, o) for (w, _), p, o in zip(workloads, prompts, outputs) if len(o) >= 2]
     confidences = recorded_confidences([p for _, p, _ in kept], [o for _, _, o in kept])
     return [(w, p, o, c) for (w, p, o), c in zip(kept, confidences)]

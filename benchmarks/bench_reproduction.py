@@ -36,31 +36,8 @@ FULL_FILE_TOKENS = 600
 
 
 def demo_requests(temperature: float = 0.0, seed: int = 0) -> list:
-    """`pyspec demo`'s prompt as a recorded request (its text is already a chat turn)."""
-    return _recorded(DEMO_TOKENS, temperature, seed, demo=True)
-
-
-def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
-    """The code edits answered to the end of the file."""
-    return _recorded(FULL_FILE_TOKENS, temperature, seed, demo=False)
-
-
-def _recorded(max_tokens: int, temperature: float, seed: int, demo: bool) -> list:
-    import bench_tree_outlook
-    from _code_edits import requests as code_requests
-
-    kept = bench_tree_outlook.MAX_TOKENS
-    bench_tree_outlook.MAX_TOKENS = max_tokens  # (the recordings' cache keys name it)
-    try:
-        if demo:
-            return _demo_recording(temperature, seed)
-        workloads = [("full-file edits", messages) for _, messages in code_requests()]
-        return recorded_requests(temperature, seed, workloads)
-    finally:
-        bench_tree_outlook.MAX_TOKENS = kept
-
-
-def _demo_recording(temperature: float, seed: int) -> list:
+    """`pyspec demo`'s prompt as a recorded request (its text is already a chat turn), its
+    answer up to DEMO_TOKENS."""
     import llama_cpp
     from bench_confidence_rules import recorded_confidences
     from bench_draftless import THREADS
@@ -72,9 +49,17 @@ def _demo_recording(temperature: float, seed: int) -> list:
     target = str(ensure_model("qwen2.5-coder-1.5b"))
     llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
     prompt = llm.tokenize(DEMO_PROMPT.encode(), special=True)
-    output = _decoded_outputs(llm, [prompt], temperature, seed)[0]
+    output = _decoded_outputs(llm, [prompt], temperature, seed, DEMO_TOKENS)[0]
     llm.close()
     return [("demo", prompt, output, recorded_confidences([prompt], [output])[0])]
+
+
+def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
+    """The code edits answered to the end of the file (up to FULL_FILE_TOKENS)."""
+    from _code_edits import requests as code_requests
+
+    workloads = [("full-file edits", messages) for _, messages in code_requests()]
+    return recorded_requests(temperature, seed, workloads, max_tokens=FULL_FILE_TOKENS)
 
 
 def workloads() -> dict:

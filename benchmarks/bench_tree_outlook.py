@@ -131,8 +131,10 @@ def replay(prompt: list, output: list, costs: dict, branch: int, at_rejection=Fa
     return tally
 
 
-def _decoded_outputs(llm, prompts: list, temperature: float = 0.0, seed: int = 0) -> list:
-    """Each prompt's output (MAX_TOKENS tokens or to the end of text), decoded once by plain
+def _decoded_outputs(
+    llm, prompts: list, temperature: float = 0.0, seed: int = 0, max_tokens: int = MAX_TOKENS
+) -> list:
+    """Each prompt's output (``max_tokens`` or to the end of text), decoded once by plain
     llama-cpp-python and cached by the prompt's tokens (a fresh machine decodes them): greedy
     at temperature 0, else sampled with llama-cpp-python's default top-k, top-p and min-p,
     request i seeded with seed + i so that each recording repeats."""
@@ -145,7 +147,7 @@ def _decoded_outputs(llm, prompts: list, temperature: float = 0.0, seed: int = 0
         # the greedy key is the one these caches have always had; a sampled one names the
         # request's own seed, which depends on its place in the list
         named = (
-            [MAX_TOKENS, ids] if temperature == 0.0 else [MAX_TOKENS, temperature, seed + i, ids]
+            [max_tokens, ids] if temperature == 0.0 else [max_tokens, temperature, seed + i, ids]
         )
         key = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:16]
         path = directory / f"{key}.json"
@@ -159,7 +161,7 @@ def _decoded_outputs(llm, prompts: list, temperature: float = 0.0, seed: int = 0
             if tok == llm.token_eos():
                 break
             out.append(int(tok))
-            if len(out) == MAX_TOKENS:
+            if len(out) == max_tokens:
                 break
         path.write_text(json.dumps(out))
         outputs.append(out)
@@ -182,11 +184,16 @@ def batch_costs() -> dict:
 
 
 def recorded_workloads(
-    n_chats: int, temperature: float = 0.0, seed: int = 0, workloads: list | None = None
+    n_chats: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    workloads: list | None = None,
+    max_tokens: int = MAX_TOKENS,
 ):
     """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, or the given
     ``workloads`` ((workload, messages) pairs) instead, their prompt tokens, and their outputs
-    (greedy, or sampled at ``temperature`` from ``seed``; decoded once, cached)."""
+    (greedy, or sampled at ``temperature`` from ``seed``; up to ``max_tokens``; decoded once,
+    cached)."""
     import llama_cpp
 
     from pyspec.testing.models import ensure_model
@@ -202,7 +209,7 @@ def recorded_workloads(
     prompts = [
         llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
     ]
-    outputs = _decoded_outputs(llm, prompts, temperature, seed)
+    outputs = _decoded_outputs(llm, prompts, temperature, seed, max_tokens)
     llm.close()
     return workloads, prompts, outputs
 
