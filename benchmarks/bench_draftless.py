@@ -26,9 +26,10 @@ the same tokens. (Until session 20 that rate was read off one lookup run uncappe
 tokens, where the round that crosses the count counts whole: on the code edits a draft of
 47 tokens verified for the last few, 0.7 s of a 2.3 s request.) pyspec's lookup is calibrated
 first (``SpeculativeLlama.calibrate``, not timed), and the lookup as it was in session 36
-runs beside it (``_lookup_of_session_36``: the request's instruction not read, the reproduction
-rule off; given the same calibrated shape, as is the lookup asked for the C++ token counts):
-what reading an edit request and believing the text an answer reproduces change. (Session
+runs beside it (``drafter.read_with(None)``: the request's instruction not read; the
+reproduction rule off; given the same calibrated shape, as is the lookup asked for the C++
+token counts): what reading an edit request and believing the text an answer reproduces
+change. (Session
 36's run had the rule on in the lookup, without the instruction's stops, and off beside it;
 sessions 33-35 ran the remembered-copy rule off there, sessions 22-32 the sure-copy rule.)
 
@@ -59,25 +60,6 @@ PYTHON_TOKENS = 168
 THREADS = 2
 CPP_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 BEFORE = "lookup of session 36"
-
-
-def _lookup_of_session_36():
-    from pyspec.llama.drafting.lookup import PromptLookup
-
-    class LookupOfSession36(PromptLookup):
-        """Prompt lookup as session 36 left it: it reads no request's instruction (the
-        vocabulary make_drafter gives it is dropped), so no draft is marked reproduced and
-        a copy's drafts run on past the copied text's end."""
-
-        @property
-        def token_text(self):
-            return None
-
-        @token_text.setter
-        def token_text(self, value):
-            pass
-
-    return LookupOfSession36()
 
 
 def render_chat(llm, messages) -> str:
@@ -303,7 +285,8 @@ def bench_draftless_modes(benchmark, monkeypatch):
     # lookup as it was in session 36 shows what reading the instruction and the reproduction
     # rule change (session 36 ran the rule on in the lookup and off here, sessions 33-35
     # the remembered-copy rule off, 22-32 the sure-copy rule, session 21 the unsure rule).
-    python_modes[BEFORE] = SpeculativeLlama(target, draft=_lookup_of_session_36(), **common)
+    python_modes[BEFORE] = SpeculativeLlama(target, draft="lookup", **common)
+    python_modes[BEFORE].speculation.drafter.read_with(None)  # no request read, as then
     python_modes[BEFORE].speculation.controller.reproduced_floor = None
     # The lookup asked for as many tokens as each request's best C++ mode decoded: a second
     # object (its memory sees every request once, as the first's does), calibrated alike.
