@@ -1322,6 +1322,8 @@ SECTIONS = {
         plain_stretch,
     ),
     "batch-depth-table": (("batch-depth",), batch_depth_table),
+    # The same on the Zen 4 EPYC (session 38), beside the Xeon's.
+    "batch-depth-table-family25-model17": (("batch-depth-family25-model17",), batch_depth_table),
     "cuda-device": (("cuda-device",), cuda_device),
     "cuda-device-graph-rounds": (("cuda-device",), cuda_device_graph_rounds),
     "cuda-device-speed": (("cuda-device",), cuda_device_speed),

@@ -8,6 +8,7 @@ from pyspec.llama.drafting.lookup import (
     MENTION_MIN_CHARS,
     REPRODUCTION_LEAD,
     REPRODUCTION_RUN,
+    REPRODUCTION_RUN_FENCED,
     PromptLookup,
 )
 
@@ -197,6 +198,22 @@ def test_an_answer_that_copies_its_prompt_from_its_first_token_reproduces_it():
     assert not lookup.reproducing and all(d.reproduced == 0 for d in later)
 
 
+def test_a_copy_that_begins_at_a_code_fence_reproduces_from_fewer_tokens():
+    """An answer that copies the prompt's fenced block from its first token (an edit's
+    answer: the fence, the language, the newline) reproduces it from REPRODUCTION_RUN_FENCED
+    tokens copied; a copy of the same block without its fence waits for REPRODUCTION_RUN."""
+    assert REPRODUCTION_RUN_FENCED < REPRODUCTION_RUN
+    block = [FENCE] + FILE
+    prompt = [0, 1, 2] + block + [FENCE, 5, 3, 0] + LEAD
+    for answer, needed in ((block[:20], REPRODUCTION_RUN_FENCED), (FILE[:20], REPRODUCTION_RUN)):
+        lookup = reader()
+        drafts = reproduced_along(lookup, prompt, answer)
+        marked = [n for n, d in enumerate(drafts, start=1) if d.reproduced]
+        assert marked[0] == needed, answer[0]
+        assert marked == list(range(needed, len(answer) + 1))
+        assert drafts[-1].reproduced == len(drafts[-1].tokens) == 16
+
+
 def test_an_answer_that_starts_as_an_earlier_answer_did_is_not_a_reproduction():
     """Text that follows the same tokens as the answer (LEAD) is an earlier answer: copying
     it is a regeneration, not a reproduction, however long the copy."""
@@ -270,8 +287,9 @@ def test_an_answer_that_begins_with_words_then_copies_a_fenced_file_reproduces_i
     drafts = reproduced_along(lookup, prompt, answer)
     assert lookup.reproducing
     from_fence = [d.reproduced for d in drafts[3:]]  # the drafts after 1, 2, ... copied
-    assert from_fence[: REPRODUCTION_RUN - 1] == [0] * (REPRODUCTION_RUN - 1)
-    assert from_fence[REPRODUCTION_RUN - 1] == 16
+    fenced = REPRODUCTION_RUN_FENCED
+    assert from_fence[: fenced - 1] == [0] * (fenced - 1)
+    assert from_fence[fenced - 1] == 16
     assert drafts[-1].tokens == FILE[20:36] and drafts[-1].reproduced == 16
     earlier = [0] + LEAD + [20, FENCE] + FILE + [FENCE, 3]  # the block, in an earlier answer
     prompt = user + [1, 2, 3] + earlier + user + [7, 3] + [0] + LEAD

@@ -57,6 +57,19 @@ REMEMBERED_OCCURRENCES = 2
 REPRODUCTION_RUN = 8
 REPRODUCTION_LEAD = 2
 
+# A copied text that begins at one of the prompt's code fences (a block the request gave: a
+# file to edit) reproduces it from REPRODUCTION_RUN_FENCED tokens: its opening line (the
+# fence, the language, the newline) copied says what eight tokens of prose would. Why: an
+# edit's answer starts with that line, and waiting for 8 tokens kept the first rounds of
+# every edit plain or short, up to a sixth of a 96-token edit's cost on a CPU whose short
+# batches cost nearly their tokens (the Zen 4 EPYC: 2 tokens 1.8x one). Replayed (session
+# 38, pyspec bench reproduction's workloads, twelve curves, against 8 tokens): the 96-token
+# edits +0% to +5% by the mean (one edit 0.985x on the Xeon AMX curve), the demo +0% to +8%,
+# the full-file edits +0% to +4% (a worst request 0.96x), the chats and tool calls unchanged;
+# counting every copy from 3 tokens gave the same (every copy that gained starts at a fence),
+# from 2 the full-file edits lost up to 3%.
+REPRODUCTION_RUN_FENCED = 3
+
 # A reproduced draft stops before the first token the request's instruction names, and at
 # the end of the copied text. Why: an edit request names what it changes ("rename
 # `total_price`", "give low_stock a default"), so the places the answer leaves its copy are
@@ -76,7 +89,7 @@ MENTION_MIN_CHARS = 3
 # (with a vocabulary, to see the fence): its copy is counted from the fence, and the text
 # copied must not lie in an earlier answer (a turn that begins as the answer's does).
 FENCED_REPRODUCTION = True
-FENCE_LOOKBACK = 2 * REPRODUCTION_RUN
+FENCE_LOOKBACK = 16  # how far back the answer's fence may lie when its copy is noticed
 FENCE_TOKENS = 2  # tokens a code fence may take ("``" and "`\n")
 
 
@@ -382,7 +395,7 @@ class PromptLookup(Drafter):
         ):
             self._note_fenced_copy()
         if cursor is not None and out and self._from_answer_start and self.token_text:
-            if self._run - self._lead_run >= REPRODUCTION_RUN:
+            if self._run - self._lead_run >= self._reproduction_run():
                 self._reproducing = True
             if self._reproducing and self._read_for != self._copied_from:
                 self._read_instruction()  # (again when the copy's source moved)
@@ -453,6 +466,12 @@ class PromptLookup(Drafter):
         self._from_answer_start = not earlier_answer
         self._lead_run = run - answered
         self._copied_from = source
+
+    def _reproduction_run(self) -> int:
+        """Tokens the answer must have copied to reproduce its copied text: fewer where the
+        text begins at a code fence (REPRODUCTION_RUN_FENCED)."""
+        fenced = self._is_fence(self._list[self._copied_from])
+        return REPRODUCTION_RUN_FENCED if fenced else REPRODUCTION_RUN
 
     def _note_fenced_copy(self) -> None:
         """Whether the copy being followed holds the answer's first code fence and every
