@@ -285,6 +285,9 @@ def test_a_file_copied_again_is_drafted_long_as_remembered_and_keeps_plain_greed
     plain = llama_cpp.Llama(model_path=qwen_path, **kw)
     try:
         assert llm.speculation.controller.remembered_floor is not None  # on by default
+        # The reproduction rule believes this copy first, from its fence line (test_reproduction);
+        # off here, so that what is measured is the memory's belief.
+        llm.speculation.controller.reproduced_floor = None
         llm.create_completion(asks[0], max_tokens=128, temperature=0.0)
         assert llm.speculation.last.remembered_rounds == 0  # nothing held before
         text = llm.create_completion(asks[1], max_tokens=128, temperature=0.0)["choices"][0]["text"]
