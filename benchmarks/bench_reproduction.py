@@ -1,6 +1,7 @@
 """The reproduction rule and the lookup's reading of a request's instruction, replayed where
-they act: `pyspec demo`'s rename, the code edits (96 tokens, and the whole file), tool calls,
-and the chats, where they should change nothing.
+they act: `pyspec demo`'s rename, the code edits (96 tokens, and the whole file), requests
+that carry a fenced file and ask for other code (``_code_questions``), tool calls, and the
+chats, where they should change nothing.
 
 Three settings of the loop, one controller and one lookup with its memory through each
 workload's requests (bench_slow_start.replay_row), on every batch curve the repository holds:
@@ -62,6 +63,15 @@ def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
     return recorded_requests(temperature, seed, workloads, max_tokens=FULL_FILE_TOKENS)
 
 
+def code_question_requests(temperature: float = 0.0, seed: int = 0) -> list:
+    """Requests that carry a fenced file and ask for something else (``_code_questions``):
+    tests, a script, a port, one fixed method, prose, the file with type hints."""
+    from _code_questions import requests as question_requests
+
+    workloads = [("code questions", messages) for _, messages in question_requests()]
+    return recorded_requests(temperature, seed, workloads)
+
+
 def workloads() -> dict:
     """name -> (requests in order, max_tokens asked)."""
     greedy = recorded_requests()
@@ -74,6 +84,8 @@ def workloads() -> dict:
         "96-token edits, sampled": ([r for r in sampled if r[0] != "chat"], 96),
         "full-file edits, greedy": (full_file_requests(), None),
         "full-file edits, sampled": (full_file_requests(SAMPLED_TEMPERATURE, 1), None),
+        "code questions, greedy": (code_question_requests(), 96),
+        "code questions, sampled": (code_question_requests(SAMPLED_TEMPERATURE, 1), 96),
         "tool calls": (recorded_tool_requests(), 96),
         "chats, then the edits": (chats + [r for r in greedy if r[0] != "chat"], 96),
         "chats, sampled": ([r for r in sampled if r[0] == "chat"], 96),

@@ -214,6 +214,20 @@ def test_a_copy_that_begins_at_a_code_fence_reproduces_from_fewer_tokens():
         assert drafts[-1].reproduced == len(drafts[-1].tokens) == 16
 
 
+def test_an_answer_that_opens_the_same_fence_and_writes_its_own_code_is_no_reproduction():
+    """The fence line alone (fence, language, newline) is not enough: an answer that opens
+    the prompt's fence and goes on with code of its own (tests for the file) must not have
+    the file believed (why REPRODUCTION_RUN_FENCED counts a token of the code too)."""
+    lang, newline = 11, 12
+    block = [FENCE, lang, newline] + FILE
+    prompt = [0, 1, 2] + block + [FENCE, 5, 3, 0] + LEAD
+    assert REPRODUCTION_RUN_FENCED > 3
+    lookup = reader()
+    drafts = reproduced_along(lookup, prompt, [FENCE, lang, newline] + list(range(200, 220)))
+    assert drafts[2].tokens[:4] == FILE[:4]  # the file is drafted after the fence line...
+    assert not lookup.reproducing and all(d.reproduced == 0 for d in drafts)  # ...not believed
+
+
 def test_an_answer_that_starts_as_an_earlier_answer_did_is_not_a_reproduction():
     """Text that follows the same tokens as the answer (LEAD) is an earlier answer: copying
     it is a regeneration, not a reproduction, however long the copy."""

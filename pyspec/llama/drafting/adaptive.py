@@ -137,7 +137,8 @@ REMEMBERED_FLOOR = 0.995
 # The reproduction rule (DraftLengthController.reproduced_floor; on beside the other rules
 # since session 37): the tokens of a draft that continue prompt text the answer has
 # reproduced from its first token (Draft.reproduced: prompt lookup's REPRODUCTION_RUN and
-# REPRODUCTION_LEAD, cut before the instruction's next word and at the copied text's end),
+# REPRODUCTION_RUN_FENCED, REPRODUCTION_LEAD, cut before the instruction's next word and at
+# the copied text's end),
 # offered while the target gave each of its last UNSURE_WINDOW tokens at least SURE_ABOVE,
 # are believed to pass with at least REPRODUCED_FLOOR each, and the slow start does not
 # bound them. Why: an answer that begins by copying a file it was given to edit goes on

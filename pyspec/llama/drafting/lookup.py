@@ -43,9 +43,10 @@ from pyspec.suffix_index import SuffixIndex
 # in a request's prompt and again in its output is a copy the model made before.
 REMEMBERED_OCCURRENCES = 2
 
-# An answer reproduces its prompt when its first REPRODUCTION_RUN tokens are one copy of the
-# prompt's text (re-joins after small edits count on) and that text does not follow the
-# same REPRODUCTION_LEAD tokens as the answer does. From then on, the drafts that continue
+# An answer reproduces its prompt when its first REPRODUCTION_RUN tokens (REPRODUCTION_RUN_FENCED
+# where the copied text begins at a code fence, below) are one copy of the prompt's text
+# (re-joins after small edits count on) and that text does not follow the same
+# REPRODUCTION_LEAD tokens as the answer does. From then on, the drafts that continue
 # that copy are marked ``Draft.reproduced``: a file given to edit and copied back goes on.
 # Why the lead: the text that follows the same tokens as the answer (a chat template's
 # assistant header: "assistant", "\n") is an earlier answer of the model, and an answer that
@@ -59,16 +60,18 @@ REPRODUCTION_LEAD = 2
 
 # A copied text that begins at one of the prompt's code fences (a block the request gave: a
 # file to edit) reproduces it from REPRODUCTION_RUN_FENCED tokens: its opening line (the
-# fence, the language, the newline) copied says what eight tokens of prose would. Why: an
-# edit's answer starts with that line, and waiting for 8 tokens kept the first rounds of
-# every edit plain or short, up to a sixth of a 96-token edit's cost on a CPU whose short
-# batches cost nearly their tokens (the Zen 4 EPYC: 2 tokens 1.8x one). Replayed (session
-# 38, pyspec bench reproduction's workloads, twelve curves, against 8 tokens): the 96-token
-# edits +0% to +5% by the mean (one edit 0.985x on the Xeon AMX curve), the demo +0% to +8%,
-# the full-file edits +0% to +4% (a worst request 0.96x), the chats and tool calls unchanged;
-# counting every copy from 3 tokens gave the same (every copy that gained starts at a fence),
-# from 2 the full-file edits lost up to 3%.
-REPRODUCTION_RUN_FENCED = 3
+# fence, the language, the newline) and the first token of the code. Why: an edit's answer
+# starts with that line, and waiting for 8 tokens kept the first rounds of every edit plain
+# or short, up to a sixth of a 96-token edit's cost on a CPU whose short batches cost nearly
+# their tokens (the Zen 4 EPYC: 2 tokens 1.8x one). Why not the fence line alone (3): an
+# answer that opens the same fence and writes code of its own (tests, a loader for another
+# format) then had the prompt's file believed and failed at once, a request 0.83x-0.84x on
+# the Zen 4's curves (benchmarks/_code_questions.py). Replayed (session 38, pyspec bench
+# reproduction's workloads, thirteen curves, against 8 tokens): the 96-token edits +0% to
+# +3% by the mean, the demo +0% to +5%, the full-file edits +0% to +2%, the code questions
+# +0% to +1% (a worst request 0.95x: a file copied whole, then a function added), the chats
+# and tool calls unchanged.
+REPRODUCTION_RUN_FENCED = 4
 
 # A reproduced draft stops before the first token the request's instruction names, and at
 # the end of the copied text. Why: an edit request names what it changes ("rename
@@ -162,7 +165,8 @@ class PromptLookup(Drafter):
 
     @property
     def reproducing(self) -> bool:
-        """Whether the answer under way reproduces its prompt (REPRODUCTION_RUN)."""
+        """Whether the answer under way reproduces its prompt (REPRODUCTION_RUN, or
+        REPRODUCTION_RUN_FENCED)."""
         return self._reproducing
 
     def _reset(self):
