@@ -1305,6 +1305,12 @@ SECTIONS = {
         ("draftless-family25-model17-reproduction",),
         draftless_table,
     ),
+    # The Zen 4 EPYC with a fenced copy believed from its fence line (session 38's run of
+    # 6fcffec, before 4e50c35 made it the fence line and a token of the code).
+    "draftless-table-family25-model17-fence-line": (
+        ("draftless-family25-model17-fence-line",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
