@@ -267,6 +267,25 @@ def test_a_reproduction_is_believed_up_to_the_instructions_next_word():
     assert MENTION_MIN_CHARS > len("of")
 
 
+def test_where_a_reproduction_was_left_stops_its_later_drafts():
+    """An edit the instruction's words do not tell (a token inserted before a word of the
+    file, as type hints go in before every `)` of a `def` line): the source token where the
+    answer left the copy stops the reproduced run where it comes back. Without the edit the
+    same draft is believed whole; the next request starts without the stop."""
+    again = 150  # a word of the file that comes twice
+    file = [t for t in FILE if t != again]
+    file = file[:10] + [again] + file[10:30] + [again] + file[30:]
+    prompt = [0, 1, 2, FENCE] + file + [FENCE, 5, 3, 0] + LEAD
+    inserted = 13
+    lookup = reader()
+    left = reproduced_along(lookup, prompt, [FENCE] + file[:10] + [inserted] + file[10:20], k=32)
+    assert lookup.reproducing
+    assert left[-1].tokens == file[20:52]
+    assert left[-1].reproduced == left[-1].tokens.index(again) == 11
+    kept = reproduced_along(lookup, prompt, [FENCE] + file[:20], k=32)  # the next request
+    assert kept[-1].tokens == file[20:52] and kept[-1].reproduced == 32
+
+
 def test_a_reproduction_is_not_drafted_past_the_copied_texts_end():
     """The copied text ends at the code fence after it: the answer that reproduced it ends
     there as well, never with the instruction that follows it in the prompt."""
