@@ -1305,6 +1305,11 @@ SECTIONS = {
         ("draftless-family25-model17-reproduction",),
         draftless_table,
     ),
+    # The Zen 4 EPYC with the edit request read (session 37; the README's until session 38).
+    "draftless-table-family25-model17-read": (
+        ("draftless-family25-model17-read",),
+        draftless_table,
+    ),
     # The Zen 4 EPYC with a fenced copy believed from its fence line (session 38's run of
     # 6fcffec, before 4e50c35 made it the fence line and a token of the code).
     "draftless-table-family25-model17-fence-line": (
