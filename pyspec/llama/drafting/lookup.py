@@ -445,10 +445,8 @@ class PromptLookup(Drafter):
         ):
             # (Believed only within the copied text: a re-join past its end, into the
             # instruction or back into the file from the answer's own words after it, is not.)
-            stops = (self._mentions, self._left_at)  # (no union built every round)
-            reproduced = next(
-                (j for j, t in enumerate(out) if any(t in s for s in stops)), len(out)
-            )
+            words, left = self._mentions, self._left_at
+            reproduced = next((j for j, t in enumerate(out) if t in words or t in left), len(out))
         # A copy the output has followed for a while (or a long match) passes far more often
         # than a guess from a short match, and a source followed for a token or three more
         # often than a fresh short match: the cost model keeps them apart.
