@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from pyspec.llama.drafting.adaptive import (
+    FINISH_TAIL,
     REMEMBERED_FLOOR,
     REMEMBERED_MIN,
     REPRODUCED_FLOOR,
@@ -597,6 +598,63 @@ def test_reproduced_tokens_are_believed_only_with_the_rule_on_and_a_sure_target(
     fixed = DraftLengthController(0, 4, fixed=True)
     fixed.reproduced_floor = REPRODUCED_FLOOR
     assert fixed.choose_free(copy, 0.99) == 4 and fixed.reproduced_tokens == 0
+
+
+def _zen4_reproduction():
+    """The reproduction rule on, over the Zen 4 EPYC's calibrated curve of session 39 (its
+    measured sizes near 24 and 32: a batch of 24 is the cheapest per token around it, one of
+    32 up to 44; 2 tokens cost 1.79x one), with a copy bucket that passes about 0.85 of its
+    tokens."""
+    c = DraftLengthController(0, 64, watch=WatchPolicy(shadowed=True))
+    curve = {1: 1.0, 2: 1.79, 3: 2.6, 4: 3.33, 5: 3.93, 8: 7.45, 16: 7.88, 22: 10.27}
+    curve.update({23: 10.63, 24: 10.8, 25: 11.28, 26: 11.71, 27: 12.87, 32: 12.71, 33: 14.5})
+    curve.update({44: 19.0, 65: 22.13})
+    seed_costs(c, curve)
+    c.use_cost_prior({n: t for n, t in curve.items() if n > 1}, calibrated=True)
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        c.choose(64, "copy", draft_cost=0.0)
+    for _ in range(20):
+        for accepted in (15, 10, 13):
+            c.record_acceptance(15, accepted, "copy")
+    c.reproduced_floor = REPRODUCED_FLOOR
+    return c
+
+
+def test_believed_tokens_that_reach_the_requests_end_finish_it_in_the_cheapest_passes():
+    """Where the believed tokens run to the request's end (``remaining``), the choice is the
+    first pass of the cheapest passes that emit them all: 25 drafts (one pass of 26, 11.71
+    one-token costs) where the round's best rate alone drafts 23 (24, then a pass of 2: 12.59).
+    Not without an end, with the plan off, with believed tokens short of the end, a tail
+    longer than FINISH_TAIL, or after a believed token failed in the request."""
+    c = _zen4_reproduction()
+    to_end = Draft(list(range(25)), bucket="copy", reproduced=25)
+    assert c.choose_free(to_end, 0.99) == 23  # no end in sight: the best rate
+    assert c.choose_free(to_end, 0.99, remaining=40) == 23  # the end is past the draft
+    assert c.choose_free(to_end, 0.99, remaining=26) == 25
+    assert "finish the request's 26 tokens in passes of 26" in c.last_reason
+    assert c.reproduced_tokens == 25
+    short = Draft(list(range(25)), bucket="copy", reproduced=24)
+    assert c.choose_free(short, 0.99, remaining=26) == 23  # one token not believed
+    assert c.choose_free(to_end, 0.5, remaining=26) != 25  # unsure target: nothing believed
+    c.finish_plan = False
+    assert c.choose_free(to_end, 0.99, remaining=26) == 23
+    c.finish_plan = True
+    # A long tail is left to the rounds that reach it (the plan assumes every believed
+    # token passes; a first miss costs the longer pass).
+    long_way = Draft(list(range(43)), bucket="copy", reproduced=43)
+    k = c.choose_free(long_way, 0.99)
+    assert k == 31 and 44 - (k + 1) > FINISH_TAIL  # the best rate leaves 12 to do
+    assert c.choose_free(long_way, 0.99, remaining=44) == k
+    # A believed token failed in this request: the best rate again, until the next request.
+    c.choose_free(Draft(list(range(30)), bucket="copy", reproduced=30), 0.99)
+    c.observe(
+        Round(
+            bucket="copy", offered=30, verified=30, accepted=3, emitted=4, batch=31, reproduced=30
+        )
+    )
+    assert c.choose_free(to_end, 0.99, remaining=26) == 23
+    c.new_request()
+    assert c.choose_free(to_end, 0.99, remaining=26) == 25
 
 
 def test_only_the_remembered_tokens_are_believed():

@@ -46,9 +46,24 @@ def test_a_file_given_to_edit_is_reproduced_and_keeps_plain_greedy_text(qwen_pat
     bound = batch_noise(qwen_path).tie_bound
     llm = SpeculativeLlama(qwen_path, **kw)
     plain = llama_cpp.Llama(model_path=qwen_path, **kw)
+    controller = llm.speculation.controller
+    choose_free, asked = controller.choose_free, []
+
+    def told_the_end(draft, confidence=None, remaining=None):
+        asked.append((len(draft.tokens), remaining))
+        return choose_free(draft, confidence, remaining=remaining)
+
+    controller.choose_free = told_the_end
     try:
-        assert llm.speculation.controller.reproduced_floor == REPRODUCED_FLOOR  # on by default
+        assert controller.reproduced_floor == REPRODUCED_FLOOR  # on by default
+        assert controller.finish_plan  # on by default
         text = llm.create_completion(ask, max_tokens=96, temperature=0.0)["choices"][0]["text"]
+        # Each round tells the controller what the request may still emit (its last token
+        # from the last pass: no draft reaches it), counting down from 95 (the first token
+        # came from the prompt's pass): what the finish plan reads.
+        assert asked and asked[0][1] == 95, asked[:3]
+        assert all(a[1] > b[1] for a, b in zip(asked, asked[1:])), asked
+        assert all(n <= remaining - 1 for n, remaining in asked), asked
         stats = llm.speculation.last
         assert stats.remembered_rounds == 0  # nothing held: the first request
         assert stats.reproduced_rounds > 0, stats.summary()

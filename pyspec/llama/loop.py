@@ -601,7 +601,8 @@ class Speculation:
                 )
             else:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
-            k = controller.choose_free(draft, confidence)
+            # (room + 1: the tokens the request may still emit, its last from the last pass)
+            k = controller.choose_free(draft, confidence, remaining=room + 1)
             held_back, sure_copy = controller.held_back, controller.sure_copy
             remembered = controller.remembered_tokens
             reproduced = controller.reproduced_tokens

@@ -134,7 +134,8 @@ def replay_lookup(
         draft = drafter.draft(context, room, None, len(context)) if room else Draft([])
         recent = [] if confidence is None else confidence[max(0, i - UNSURE_WINDOW) : i]
         sure = float(min(recent)) if len(recent) else None
-        k = controller.choose_free(draft, sure)
+        remaining = None if max_tokens is None else max(max_tokens - i, 0)
+        k = controller.choose_free(draft, sure, remaining=remaining)
         accepted = passing(draft.tokens[:k], output, i)
         cost = batch_cost(costs, k + 1)
         spent += cost
