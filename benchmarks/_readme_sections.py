@@ -810,7 +810,8 @@ def _against_other_lookup(s: dict, best: str) -> str:
     before = rate.get("lookup of session 36")
     if before:
         return (
-            f"; the lookup of session 36 (no edit request read, the reproduction rule off) "
+            "; the lookup of session 36 (no edit request read, the reproduction rule and the "
+            f"finish plan off) "
             f"{before:.2f} tok/s against {rate['lookup']:.2f} "
             f"({rate['lookup'] / before:.3f}x)."
         )

@@ -288,6 +288,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
     python_modes[BEFORE] = SpeculativeLlama(target, draft="lookup", **common)
     python_modes[BEFORE].speculation.drafter.read_with(None)  # no request read, as then
     python_modes[BEFORE].speculation.controller.reproduced_floor = None
+    python_modes[BEFORE].speculation.controller.finish_plan = False  # (session 39's)
     # The lookup asked for as many tokens as each request's best C++ mode decoded: a second
     # object (its memory sees every request once, as the first's does), calibrated alike.
     same_tokens = {"lookup": SpeculativeLlama(target, draft="lookup", **common)}
