@@ -811,7 +811,7 @@ def _against_other_lookup(s: dict, best: str) -> str:
     if before:
         return (
             "; the lookup of session 36 (no edit request read, the reproduction rule and the "
-            f"finish plan off) "
+            "finish plan off) "
             f"{before:.2f} tok/s against {rate['lookup']:.2f} "
             f"({rate['lookup'] / before:.3f}x)."
         )
@@ -1315,6 +1315,16 @@ SECTIONS = {
     # 6fcffec, before 4e50c35 made it the fence line and a token of the code).
     "draftless-table-family25-model17-fence-line": (
         ("draftless-family25-model17-fence-line",),
+        draftless_table,
+    ),
+    # Main's code after session 38 (learned stops), live twice: session 38's run (the
+    # README's until session 39) and session 39's before the finish plan.
+    "draftless-table-family25-model17-learned-stops": (
+        ("draftless-family25-model17-learned-stops",),
+        draftless_table,
+    ),
+    "draftless-table-family25-model17-learned-stops-2": (
+        ("draftless-family25-model17-learned-stops-2",),
         draftless_table,
     ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
