@@ -635,7 +635,13 @@ def test_believed_tokens_that_reach_the_requests_end_finish_it_in_the_cheapest_p
     assert c.reproduced_tokens == 25
     short = Draft(list(range(25)), bucket="copy", reproduced=24)
     assert c.choose_free(short, 0.99, remaining=26) == 23  # one token not believed
-    assert c.choose_free(to_end, 0.5, remaining=26) != 25  # unsure target: nothing believed
+    unsure = c.choose_free(to_end, 0.5)
+    assert c.choose_free(to_end, 0.5, remaining=26) == unsure != 25  # nothing believed
+    recalled = Draft(list(range(25)), bucket="copy", remembered=25)
+    c.remembered_floor = REMEMBERED_FLOOR
+    assert c.choose_free(recalled, 0.99, remaining=26) == 25  # remembered tokens alike
+    c.remembered_floor = None
+    assert c.choose_free(recalled, 0.99, remaining=26) == unsure  # (not believed: off)
     c.finish_plan = False
     assert c.choose_free(to_end, 0.99, remaining=26) == 23
     c.finish_plan = True
@@ -645,7 +651,15 @@ def test_believed_tokens_that_reach_the_requests_end_finish_it_in_the_cheapest_p
     k = c.choose_free(long_way, 0.99)
     assert k == 31 and 44 - (k + 1) > FINISH_TAIL  # the best rate leaves 12 to do
     assert c.choose_free(long_way, 0.99, remaining=44) == k
-    # A believed token failed in this request: the best rate again, until the next request.
+    # A believed round that passed in full changes nothing; one whose believed token failed
+    # brings back the best rate, until the next request.
+    c.choose_free(to_end, 0.99)
+    c.observe(
+        Round(
+            bucket="copy", offered=23, verified=23, accepted=23, emitted=24, batch=24, reproduced=23
+        )
+    )
+    assert c.choose_free(to_end, 0.99, remaining=26) == 25
     c.choose_free(Draft(list(range(30)), bucket="copy", reproduced=30), 0.99)
     c.observe(
         Round(

@@ -154,6 +154,34 @@ def test_the_replay_feeds_the_controller_the_loops_round_records():
     assert any(r.shadow_match is not None for r in seen)  # plain rounds were shadowed
 
 
+def test_the_replay_tells_the_controller_what_the_request_may_still_emit():
+    """As the loop does (the finish plan reads it): max_tokens less the tokens emitted, the
+    first from the prompt's pass; None for a recording read to its end."""
+    told = []
+
+    class Watching(DraftLengthController):
+        def choose_free(self, draft, confidence=None, remaining=None):
+            told.append(remaining)
+            return super().choose_free(draft, confidence, remaining=remaining)
+
+    g = GENERATIONS["qwen-rename-greedy"]
+    output = g["output"][:40]
+    result = replay_lookup(
+        g["prompt"],
+        output,
+        COSTS[g["model"]],
+        controller=Watching(0, 16, watch=FREE_DRAFTER),
+        max_tokens=40,
+    )
+    assert told[0] == 39 and result.verify_steps > 0
+    assert all(a > b >= 1 for a, b in zip(told, told[1:]))
+    told.clear()
+    replay_lookup(
+        g["prompt"], output, COSTS[g["model"]], controller=Watching(0, 16, watch=FREE_DRAFTER)
+    )
+    assert told and set(told) == {None}
+
+
 def test_a_row_of_requests_can_share_the_drafter_and_its_memory():
     """``drafter=``: the loop's PromptLookup lives across requests; with a memory, a replayed
     request is stored at its end and searched by the next, as SpeculativeLlama does."""

@@ -746,7 +746,7 @@ class DraftLengthController:
         cheapest passes that emit them all, believed to pass: k itself where it begins such
         a plan. Why: the best rate for this round alone can leave a tail that costs more
         than it saves (a Zen 4's 96-token edit: 24 tokens, then 2, where one pass of 26
-        costs 8% less than the two); with the end in hand, the whole rest is one plan."""
+        costs 7% less than the two); with the end in hand, the whole rest is one plan."""
         believed = max(self._remembered, self._reproduced)
         drafts = remaining - 1  # the last token comes from the last pass
         if (
@@ -771,6 +771,8 @@ class DraftLengthController:
                 c = cost[j] + rest[m - j]
                 if c <= rest[m] * (1 + 1e-9):  # (as cheap: the longer first pass)
                     rest[m], longest[m] = min(c, rest[m]), j
+        if longest[remaining] < 2:  # (one token at a time: no draft pays, the rate's call)
+            return k, why
         if cost[k + 1] + rest[remaining - k - 1] <= rest[remaining] * (1 + FINISH_PLAN_SLACK):
             return k, why
         passes, m = [], remaining
