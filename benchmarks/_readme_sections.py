@@ -1327,6 +1327,11 @@ SECTIONS = {
         ("draftless-family25-model17-learned-stops-2",),
         draftless_table,
     ),
+    # Session 39's second live run with the finish plan (the first is the README's).
+    "draftless-table-family25-model17-finish-plan-2": (
+        ("draftless-family25-model17-finish-plan-2",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
