@@ -50,10 +50,16 @@ def conversations(limit: int = 2000) -> Iterator[dict]:
         yield item
 
 
-def chat_requests(llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens: int = 60):
-    """n requests as chat message lists, each ending with a human turn."""
+def chat_requests(
+    llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens: int = 60, skip: int = 0
+):
+    """n requests as chat message lists, each ending with a human turn; ``skip``: the first
+    ``skip`` requests that qualify are passed over (the chats past a benchmark's own, to
+    check a rule out of sample)."""
     if n < 1:
         raise ValueError(f"asked for {n} chats: at least one")
+    if skip < 0:
+        raise ValueError(f"asked to skip {skip} chats: at least none")
     out = []
     for item in conversations():
         turns = item.get("conversations") or []
@@ -71,6 +77,6 @@ def chat_requests(llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens
         if not min_prompt_tokens <= size <= max_prompt_tokens:
             continue
         out.append({"id": item.get("id"), "messages": messages, "tokens": size})
-        if len(out) == n:
+        if len(out) == skip + n:
             break
-    return out
+    return out[skip:]

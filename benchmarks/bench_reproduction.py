@@ -1,7 +1,8 @@
 """The reproduction rule and the lookup's reading of a request's instruction, replayed where
 they act: `pyspec demo`'s rename, the code edits (96 tokens, and the whole file), requests
 that carry a fenced file and ask for other code (``_code_questions``), tool calls, and the
-chats, where they should change nothing.
+chats, where they should change nothing: the bench's 24 and the N_HELD_OUT that follow them
+in the file (conversations no rule was chosen on).
 
 Three settings of the loop, one controller and one lookup with its memory through each
 workload's requests (bench_slow_start.replay_row), on every batch curve the repository holds:
@@ -33,6 +34,10 @@ SETTINGS = {  # name -> (the lookup reads the instruction, the confidence rules)
     "rule": (True, "unsure + sure copy + remembered + reproduced"),
 }
 DEMO_TOKENS = 128
+# ShareGPT chats past the bench's own N_CHATS (bench_confidence_rules), replayed so that a
+# rule chosen on the 24 is checked on conversations it was not chosen on (session 40: on 120
+# of them the lookup led ngram-simple's replay by more than on the 24, docs/drafting.md).
+N_HELD_OUT = 120
 FULL_FILE_TOKENS = 600
 
 
@@ -41,14 +46,13 @@ def demo_requests(temperature: float = 0.0, seed: int = 0) -> list:
     answer up to DEMO_TOKENS."""
     import llama_cpp
     from bench_confidence_rules import recorded_confidences
-    from bench_draftless import THREADS
-    from bench_tree_outlook import _decoded_outputs
+    from bench_tree_outlook import RECORDING, _decoded_outputs
 
     from pyspec.testing.models import ensure_model
     from pyspec.tools.cli import DEMO_PROMPT
 
     target = str(ensure_model("qwen2.5-coder-1.5b"))
-    llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
+    llm = llama_cpp.Llama(model_path=target, **RECORDING)
     prompt = llm.tokenize(DEMO_PROMPT.encode(), special=True)
     output = _decoded_outputs(llm, [prompt], temperature, seed, DEMO_TOKENS)[0]
     llm.close()
@@ -61,6 +65,22 @@ def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
 
     workloads = [("full-file edits", messages) for _, messages in code_requests()]
     return recorded_requests(temperature, seed, workloads, max_tokens=FULL_FILE_TOKENS)
+
+
+def held_out_chat_requests() -> list:
+    """The N_HELD_OUT chats that follow the bench's own in the file, answered greedily at their
+    last human turn (decoded once and cached, as the other recordings)."""
+    import llama_cpp
+    from _sharegpt import chat_requests
+    from bench_confidence_rules import N_CHATS
+
+    from pyspec.testing.models import ensure_model
+
+    model = str(ensure_model("qwen2.5-coder-1.5b"))
+    vocabulary = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+    chats = chat_requests(vocabulary, N_HELD_OUT, skip=N_CHATS)
+    vocabulary.close()
+    return recorded_requests(workloads=[("held-out chat", chat["messages"]) for chat in chats])
 
 
 def code_question_requests(temperature: float = 0.0, seed: int = 0) -> list:
@@ -89,6 +109,7 @@ def workloads() -> dict:
         "tool calls": (recorded_tool_requests(), 96),
         "chats, then the edits": (chats + [r for r in greedy if r[0] != "chat"], 96),
         "chats, sampled": ([r for r in sampled if r[0] == "chat"], 96),
+        "held-out chats": (held_out_chat_requests(), 96),
     }
 
 

@@ -33,6 +33,12 @@ from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS, render_chat
 
 N_CHATS = chats_asked(8)
+# How the recorded outputs are decoded: as bench_draftless's live modes decode (flash attention
+# on, llama.cpp's own default), so a replay follows the text the live bench's plain
+# llama-cpp-python writes. With flash attention off (the recordings before session 40), 11 of
+# the 24 greedy chats left that text at a near-tie, at their 0th-43rd token (docs/drafting.md).
+RECORDING = dict(n_ctx=4096, n_threads=THREADS, verbose=False, flash_attn=True)
+RECORDING_KEY = "flash attention on"
 BRANCH_LENGTHS = (1, 2, 4)
 MIN_MATCH, MAX_MATCH = 2, 8
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
@@ -135,20 +141,23 @@ def _decoded_outputs(
     llm, prompts: list, temperature: float = 0.0, seed: int = 0, max_tokens: int = MAX_TOKENS
 ) -> list:
     """Each prompt's output (``max_tokens`` or to the end of text), decoded once by plain
-    llama-cpp-python and cached by the prompt's tokens (a fresh machine decodes them): greedy
-    at temperature 0, else sampled with llama-cpp-python's default top-k, top-p and min-p,
-    request i seeded with seed + i so that each recording repeats."""
+    llama-cpp-python (``llm``, made with RECORDING's setup) and cached by the prompt's tokens
+    (a fresh machine decodes them): greedy at temperature 0, else sampled with
+    llama-cpp-python's default top-k, top-p and min-p, request i seeded with seed + i so that
+    each recording repeats."""
     from pyspec.cache import cache_dir
 
     directory = cache_dir() / "tree-outlook"
     directory.mkdir(parents=True, exist_ok=True)
     outputs = []
     for i, ids in enumerate(prompts):
-        # the greedy key is the one these caches have always had; a sampled one names the
-        # request's own seed, which depends on its place in the list
+        # a sampled key names the request's own seed, which depends on its place in the list;
+        # both name the decoding setup (before session 40 the outputs were decoded with
+        # flash attention off, and 11 of the 24 greedy chats left the live bench's text)
         named = (
             [max_tokens, ids] if temperature == 0.0 else [max_tokens, temperature, seed + i, ids]
         )
+        named = [RECORDING_KEY, *named]
         key = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:16]
         path = directory / f"{key}.json"
         if path.is_file():
@@ -199,7 +208,7 @@ def recorded_workloads(
     from pyspec.testing.models import ensure_model
 
     target = str(ensure_model("qwen2.5-coder-1.5b"))
-    llm = llama_cpp.Llama(model_path=target, n_ctx=4096, n_threads=THREADS, verbose=False)
+    llm = llama_cpp.Llama(model_path=target, **RECORDING)
     if workloads is None:
         from _code_edits import requests as code_requests
         from _sharegpt import chat_requests
