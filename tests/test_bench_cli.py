@@ -119,3 +119,31 @@ def test_a_chat_count_that_is_no_count_is_refused(monkeypatch, raw):
     assert chats_asked(24) == 5
     monkeypatch.delenv("PYSPEC_BENCH_CHATS")
     assert chats_asked(24) == 24
+
+
+def test_held_out_chats_are_the_ones_after_the_benchs_own(monkeypatch):
+    """``chat_requests(skip=n)`` passes over the first n chats that qualify (those a
+    benchmark runs) and takes the next ones: no chat in both, none of the next left out."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import _sharegpt
+
+    def conversations(limit=2000):
+        for i in range(40):
+            words = "word " * (80 if i % 3 else 5)  # every third too short to qualify
+            yield {
+                "id": f"c{i}",
+                "conversations": [{"from": "human", "value": f"question {i}: {words}"}],
+            }
+
+    class Words:
+        def tokenize(self, data, add_bos=False):
+            return data.split()
+
+    monkeypatch.setattr(_sharegpt, "conversations", conversations)
+    first = [c["id"] for c in _sharegpt.chat_requests(Words(), 8)]
+    bench = [c["id"] for c in _sharegpt.chat_requests(Words(), 3)]
+    held_out = [c["id"] for c in _sharegpt.chat_requests(Words(), 5, skip=3)]
+    assert bench + held_out == first and len(set(first)) == 8
+    assert "c0" not in first  # (too short: the filter still holds)
+    with pytest.raises(ValueError, match="at least none"):
+        _sharegpt.chat_requests(Words(), 5, skip=-1)
