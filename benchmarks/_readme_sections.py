@@ -736,7 +736,14 @@ def draftless_table(run: Run) -> list:
         f"plain decode on this build from an empty context: {e['llama_bench_tg']:.2f} tok/s "
         f"(the requests decode after prompts of {min(r['prompt_tokens'] for r in e['rows'])}-"
         f"{max(r['prompt_tokens'] for r in e['rows'])} tokens, which costs more per token; "
-        "the plain stretch in docs/drafting.md compares at the same depth).",
+        "the plain stretch in docs/drafting.md compares at the same depth)."
+        + (
+            f" The chats are the {sum(r['workload'] == 'chat' for r in e['rows'])} ShareGPT "
+            f"conversations after the file's first {e['chats_after']} that qualify "
+            "(`PYSPEC_BENCH_CHATS_AFTER`): held out, no rule was chosen on them."
+            if e.get("chats_after")
+            else ""
+        ),
         "",
     ]
     out += _modes_table(e["summary"], modes)

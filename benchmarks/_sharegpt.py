@@ -27,6 +27,22 @@ def chats_asked(default: int) -> int:
     return n
 
 
+def chats_passed_over() -> int:
+    """How many qualifying chats a live benchmark passes over before its own:
+    PYSPEC_BENCH_CHATS_AFTER (0 by default), e.g. 24 to run the chats after the bench's
+    usual 24 (conversations no rule was chosen on). Not a whole number >= 0: an error."""
+    raw = os.environ.get("PYSPEC_BENCH_CHATS_AFTER", "0")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(
+            f"PYSPEC_BENCH_CHATS_AFTER must be a whole number of chats >= 0, got {raw!r}"
+        )
+    return n
+
+
 def conversations(limit: int = 2000) -> Iterator[dict]:
     """The first ``limit`` complete items of the file, in order."""
     try:

@@ -49,9 +49,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _sharegpt import chats_asked
+from _sharegpt import chats_asked, chats_passed_over
 
 N_CHATS = chats_asked(24)
+CHATS_AFTER = chats_passed_over()  # (0: the usual chats; 24: the next ones, held out)
 MAX_TOKENS = 96
 # llama.cpp's tool decodes past its limit to the end of its last accepted draft (up to 161
 # tokens for 96 asked): plain llama-cpp-python decodes this far, one token a round, so that
@@ -298,7 +299,8 @@ def bench_draftless_modes(benchmark, monkeypatch):
     print("\n" + str(shape), flush=True)
     for llm in (python_modes[BEFORE], same_tokens["lookup"]):
         llm.use_calibration(shape)
-    workloads = [("chat", r["id"], r["messages"]) for r in chat_requests(plain, N_CHATS)]
+    chats = chat_requests(plain, N_CHATS, skip=CHATS_AFTER)
+    workloads = [("chat", r["id"], r["messages"]) for r in chats]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
     cpp_modes = [f"c++ {t}" for t in CPP_TYPES]
@@ -317,6 +319,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
     benchmark.extra_info.update(
         max_tokens=MAX_TOKENS,
         threads=THREADS,
+        chats_after=CHATS_AFTER,
         modes=modes,
         rows=rows,
         calibration={str(n): c for n, c in sorted(shape.items())},

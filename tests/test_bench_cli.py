@@ -147,3 +147,19 @@ def test_held_out_chats_are_the_ones_after_the_benchs_own(monkeypatch):
     assert "c0" not in first  # (too short: the filter still holds)
     with pytest.raises(ValueError, match="at least none"):
         _sharegpt.chat_requests(Words(), 5, skip=-1)
+
+
+@pytest.mark.parametrize("raw", ["-1", "next", ""])
+def test_chats_passed_over_must_be_a_count(monkeypatch, raw):
+    """PYSPEC_BENCH_CHATS_AFTER (the live bench on the chats after the usual ones) is a
+    whole number >= 0 or refused by name; unset, nothing is passed over."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _sharegpt import chats_passed_over
+
+    monkeypatch.setenv("PYSPEC_BENCH_CHATS_AFTER", raw)
+    with pytest.raises(ValueError, match="PYSPEC_BENCH_CHATS_AFTER"):
+        chats_passed_over()
+    monkeypatch.setenv("PYSPEC_BENCH_CHATS_AFTER", "24")
+    assert chats_passed_over() == 24
+    monkeypatch.delenv("PYSPEC_BENCH_CHATS_AFTER")
+    assert chats_passed_over() == 0
