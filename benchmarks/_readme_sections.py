@@ -1339,6 +1339,11 @@ SECTIONS = {
         ("draftless-family25-model17-finish-plan-2",),
         draftless_table,
     ),
+    # The same host and code on the 24 chats after the usual ones (session 40: held out).
+    "draftless-table-family25-model17-held-out": (
+        ("draftless-family25-model17-held-out",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
