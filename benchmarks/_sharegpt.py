@@ -14,33 +14,30 @@ import os
 from typing import Iterator
 
 
-def chats_asked(default: int) -> int:
-    """How many chats a benchmark runs: PYSPEC_BENCH_CHATS, or its default. Not a positive
-    whole number: an error that says so (0 once took every conversation of the file)."""
-    raw = os.environ.get("PYSPEC_BENCH_CHATS", str(default))
+def _chat_count(name: str, default: int, least: int) -> int:
+    """The whole number of chats in environment variable ``name`` (``default`` unset); one
+    that is no whole number, or under ``least``: an error that names the variable."""
+    raw = os.environ.get(name, str(default))
     try:
         n = int(raw)
     except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"PYSPEC_BENCH_CHATS must be a whole number of chats >= 1, got {raw!r}")
+        n = least - 1
+    if n < least:
+        raise ValueError(f"{name} must be a whole number of chats >= {least}, got {raw!r}")
     return n
+
+
+def chats_asked(default: int) -> int:
+    """How many chats a benchmark runs: PYSPEC_BENCH_CHATS, or its default. Not a positive
+    whole number: an error that says so (0 once took every conversation of the file)."""
+    return _chat_count("PYSPEC_BENCH_CHATS", default, 1)
 
 
 def chats_passed_over() -> int:
     """How many qualifying chats a live benchmark passes over before its own:
     PYSPEC_BENCH_CHATS_AFTER (0 by default), e.g. 24 to run the chats after the bench's
     usual 24 (conversations no rule was chosen on). Not a whole number >= 0: an error."""
-    raw = os.environ.get("PYSPEC_BENCH_CHATS_AFTER", "0")
-    try:
-        n = int(raw)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ValueError(
-            f"PYSPEC_BENCH_CHATS_AFTER must be a whole number of chats >= 0, got {raw!r}"
-        )
-    return n
+    return _chat_count("PYSPEC_BENCH_CHATS_AFTER", 0, 0)
 
 
 def conversations(limit: int = 2000) -> Iterator[dict]:
