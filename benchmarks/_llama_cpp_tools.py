@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _cpp_request_time import request_seconds
+
 from pyspec.cache import cache_dir as cache_root
 from pyspec.tools import install_llama as llama_build
 
@@ -170,16 +172,13 @@ def run_speculative(
     n, seconds = int(decoded.group(1)), float(decoded.group(2))
     rate = n / seconds if seconds else 0.0
     prompt_seconds = float(encoded.group(2))
-    # The tool stops only after the batch that passes n_predict (a long accepted draft can
-    # carry it to 1.5x n_predict): the request's time is its prompt plus n_predict tokens at
-    # its decode rate, to compare with a request that stops at n_predict.
     return {
         "rate": rate,
         "tokens": n,
         "decode_seconds": seconds,
         "prompt_tokens": int(encoded.group(1)),
         "prompt_seconds": prompt_seconds,
-        "seconds": prompt_seconds + (n_predict / rate if rate else 0.0),
+        "seconds": request_seconds(prompt_seconds, n, rate, n_predict),
         "drafted": counts.get("n_drafted", 0),
         "accepted": counts.get("n_accept", 0),
         "text": done.stdout,
