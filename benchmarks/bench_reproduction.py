@@ -34,10 +34,13 @@ SETTINGS = {  # name -> (the lookup reads the instruction, the confidence rules)
     "rule": (True, "unsure + sure copy + remembered + reproduced"),
 }
 DEMO_TOKENS = 128
-# ShareGPT chats past the bench's own N_CHATS (bench_confidence_rules), replayed so that a
-# rule chosen on the 24 is checked on conversations it was not chosen on (session 40: on 120
-# of them the lookup led ngram-simple's replay by more than on the 24, docs/drafting.md).
+# ShareGPT chats past the bench's own, replayed so that a rule chosen on the 24 is checked on
+# conversations it was not chosen on (session 40: on 120 of them the lookup led ngram-simple's
+# replay by more than on the 24, docs/drafting.md).
 N_HELD_OUT = 120
+# The chats every rule was chosen on: the file's first 24 that qualify, whatever
+# PYSPEC_BENCH_CHATS asks of this run (a quick run of 5 must not hold out chats 6-24).
+RULES_CHOSEN_ON = 24
 FULL_FILE_TOKENS = 600
 
 
@@ -67,18 +70,25 @@ def full_file_requests(temperature: float = 0.0, seed: int = 0) -> list:
     return recorded_requests(temperature, seed, workloads, max_tokens=FULL_FILE_TOKENS)
 
 
+def held_out_start() -> int:
+    """How many of the file's chats the held-out ones pass over: those the rules were chosen
+    on, and those this run's bench workloads replay (PYSPEC_BENCH_CHATS) if they are more."""
+    from bench_confidence_rules import N_CHATS
+
+    return max(RULES_CHOSEN_ON, N_CHATS)
+
+
 def held_out_chat_requests() -> list:
-    """The N_HELD_OUT chats that follow the bench's own in the file, answered greedily at their
-    last human turn (decoded once and cached, as the other recordings)."""
+    """The N_HELD_OUT chats that follow the bench's own in the file (held_out_start), answered
+    greedily at their last human turn (decoded once and cached, as the other recordings)."""
     import llama_cpp
     from _sharegpt import chat_requests
-    from bench_confidence_rules import N_CHATS
 
     from pyspec.testing.models import ensure_model
 
     model = str(ensure_model("qwen2.5-coder-1.5b"))
     vocabulary = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
-    chats = chat_requests(vocabulary, N_HELD_OUT, skip=N_CHATS)
+    chats = chat_requests(vocabulary, N_HELD_OUT, skip=held_out_start())
     vocabulary.close()
     return recorded_requests(workloads=[("held-out chat", chat["messages"]) for chat in chats])
 

@@ -163,3 +163,16 @@ def test_chats_passed_over_must_be_a_count(monkeypatch, raw):
     assert chats_passed_over() == 24
     monkeypatch.delenv("PYSPEC_BENCH_CHATS_AFTER")
     assert chats_passed_over() == 0
+
+
+def test_held_out_chats_never_include_the_ones_rules_were_chosen_on(monkeypatch):
+    """A quick run (PYSPEC_BENCH_CHATS=5) once held out chats 6-24, the very chats the rules
+    were chosen on; a longer one holds out the chats after its own."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import bench_confidence_rules
+    import bench_reproduction
+
+    monkeypatch.setattr(bench_confidence_rules, "N_CHATS", 5)
+    assert bench_reproduction.held_out_start() == 24
+    monkeypatch.setattr(bench_confidence_rules, "N_CHATS", 48)
+    assert bench_reproduction.held_out_start() == 48
