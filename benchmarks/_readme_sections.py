@@ -14,7 +14,8 @@ import re
 import statistics
 from statistics import median
 
-from _bench_json import MissingResults, Run
+from _bench_json import MissingResults, Run, kernels, machine
+from _bench_json import load as load_run
 
 # The benchmarks' models, by vocabulary size (_workloads.VOCAB_MODELS; not imported, since
 # that module needs pyspec's library and this one must not).
@@ -793,6 +794,61 @@ def draftless_table(run: Run) -> list:
     return out
 
 
+def draftless_runs(run: Run) -> list:
+    """Every kept run of bench_draftless (docs/results/draftless*.json: the README's and those
+    of other CPUs, builds and sessions), a row each: when, on what, the commit, and per
+    workload pyspec's lookup over the best C++ draftless mode by the geometric means (that
+    mode named) and over plain. So the goal's standing on every CPU reads off one table."""
+    runs = sorted(
+        (load_run(path.stem, path.parent) for path in run.path.parent.glob("draftless*.json")),
+        key=lambda r: r.data.get("datetime", ""),
+    )
+    rows = []
+    for kept in runs:
+        e = kept.one("bench_draftless_modes")["extra_info"]
+        cells = []
+        for workload in ("chat", "code edits"):
+            s = e["summary"][workload]
+            best = max((m for m in e["modes"] if m.startswith("c++")), key=lambda m: s["rate"][m])
+            cells.append(
+                f"{s['rate']['lookup'] / s['rate'][best]:.2f}x {best[4:]} "
+                f"({s['rate']['lookup'] / s['rate']['plain']:.2f}x plain)"
+            )
+        build = kernels(kept.data)  # "; llama.cpp built for AVX2 only (...)", or nothing
+        rows.append(
+            (
+                kept.data.get("datetime", "?")[:10],
+                machine(kept.data) + build,
+                kept.data.get("commit_info", {}).get("id", "?")[:7],
+                *cells,
+                f"`{kept.where}`"
+                + (" (the README's)" if kept.path.stem == run.path.stem else "")
+                + (
+                    f" (the {e['chats_after']} chats after the usual)"
+                    if e.get("chats_after")
+                    else ""
+                ),
+            )
+        )
+    header = (
+        "measured",
+        "CPU",
+        "commit",
+        "chats: lookup / best C++ mode",
+        "edits: lookup / best C++ mode",
+        "JSON",
+    )
+    return [
+        "Every kept run of `pyspec bench draftless` (2 threads, Qwen2.5-Coder 1.5B, 96 greedy "
+        "tokens, the ShareGPT chats and the five code edits): pyspec's lookup over llama.cpp's "
+        "best draftless mode on that run by the geometric means, and over plain "
+        "llama-cpp-python. Each run's full table, and what it changed, is in "
+        "docs/draftless-runs.md.",
+        "",
+        *_table(header, rows),
+    ]
+
+
 def _against_one_mode(rows: list, mode: str) -> str:
     """pyspec's lookup against one C++ mode request by request, over the tokens that mode
     decoded: each request's best of five C++ runs is also the luckiest of five noisy ones
@@ -1303,7 +1359,8 @@ SECTIONS = {
     "llama-builds-table": (("llama-builds",), llama_builds_table),
     "costly-drafter-table": (("costly-drafter",), costly_drafter_table),
     "draftless-table": (("draftless",), draftless_table),
-    # The same suite on another CPU, kept beside the README's (docs/drafting.md).
+    "draftless-runs": (("draftless",), draftless_runs),
+    # The same suite on another CPU, kept beside the README's (docs/draftless-runs.md).
     "draftless-table-zen3": (("draftless-family25-model1",), draftless_table),
     "draftless-table-family6-model167": (("draftless-family6-model167",), draftless_table),
     "draftless-table-family6-model167-huge-pages": (

@@ -36,7 +36,7 @@ SETTINGS = {  # name -> (the lookup reads the instruction, the confidence rules)
 DEMO_TOKENS = 128
 # ShareGPT chats past the bench's own, replayed so that a rule chosen on the 24 is checked on
 # conversations it was not chosen on (session 40: on 120 of them the lookup led ngram-simple's
-# replay by more than on the 24, docs/drafting.md).
+# replay by more than on the 24, docs/draftless-runs.md).
 N_HELD_OUT = 120
 # The chats every rule was chosen on: the file's first 24 that qualify, whatever
 # PYSPEC_BENCH_CHATS asks of this run (a quick run of 5 must not hold out chats 6-24).

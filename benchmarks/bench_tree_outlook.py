@@ -36,7 +36,8 @@ N_CHATS = chats_asked(8)
 # How the recorded outputs are decoded: as bench_draftless's live modes decode (flash attention
 # on, llama.cpp's own default), so a replay follows the text the live bench's plain
 # llama-cpp-python writes. With flash attention off (the recordings before session 40), 11 of
-# the 24 greedy chats left that text at a near-tie, at their 0th-43rd token (docs/drafting.md).
+# the 24 greedy chats left that text at a near-tie, at their 0th-43rd token
+# (docs/draftless-runs.md).
 RECORDING = dict(n_ctx=4096, n_threads=THREADS, verbose=False, flash_attn=True)
 RECORDING_KEY = "flash attention on"
 BRANCH_LENGTHS = (1, 2, 4)

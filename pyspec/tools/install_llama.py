@@ -73,7 +73,7 @@ AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
 # ``--simd``: the most a build may use, below what the CPU has (x86). "avx2" is x86-64-v3,
 # the kernels of an AVX2-only CPU (AMD Zen 3, Intel's client cores): built on a newer CPU, it
 # batches as such a machine does, which is how this project measures AVX2 kernels when no
-# AVX2 machine is at hand (docs/drafting.md). "avx512": everything but AMX (as --no-amx).
+# AVX2 machine is at hand (docs/draftless-runs.md). "avx512": everything but AMX (as --no-amx).
 SIMD_CEILINGS = {
     "avx2": ("GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_BMI2", "GGML_FMA", "GGML_F16C"),
     "avx512": tuple(option for option, _ in X86_OPTIONS),
