@@ -211,3 +211,22 @@ def test_the_script_rewrites_every_document_that_holds_a_section(tmp_path):
     check = subprocess.run(script + ["--readme", str(edited)], capture_output=True, text=True)
     assert check.returncode == 1 and "77.7x" in check.stdout
     assert subprocess.run(script, capture_output=True, text=True).returncode == 0  # the tree's
+
+
+def test_the_table_of_kept_runs_has_every_draftless_json_and_marks_the_readmes(monkeypatch):
+    """The README's 'every kept run' table (draftless-runs) is a row per
+    docs/results/draftless*.json, the README's own run marked, each ratio over that run's
+    best C++ mode: a run kept later shows up without anyone typing it in."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from _bench_json import load
+    from _readme_sections import draftless_runs
+
+    results = REPO / "docs" / "results"
+    lines = draftless_runs(load("draftless", results))
+    rows = [line for line in lines if line.startswith("| 20")]
+    kept = sorted(p.name for p in results.glob("draftless*.json"))
+    assert len(rows) == len(kept) >= 2
+    for name in kept:
+        assert sum(f"docs/results/{name}`" in row for row in rows) == 1, name
+    assert sum("(the README's)" in row for row in rows) == 1
+    assert "(the README's)" in next(r for r in rows if "docs/results/draftless.json`" in r)
