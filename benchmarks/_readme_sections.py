@@ -16,6 +16,7 @@ from statistics import median
 
 from _bench_json import MissingResults, Run, kernels, machine
 from _bench_json import load as load_run
+from _cpp_request_time import request_seconds
 
 # The benchmarks' models, by vocabulary size (_workloads.VOCAB_MODELS; not imported, since
 # that module needs pyspec's library and this one must not).
@@ -689,8 +690,6 @@ def _whole_request_seconds(e: dict) -> dict:
     worked out again from what the tool reported (``_cpp_request_time.request_seconds``), so a
     run kept before session 41, whose JSON charged a request that ended early the whole token
     limit, is shown by today's rule."""
-    from _cpp_request_time import request_seconds
-
     sums = {}
     for r in e["rows"]:
         per_mode = sums.setdefault(r["workload"], {})
@@ -803,9 +802,10 @@ def draftless_runs(run: Run) -> list:
         (load_run(path.stem, path.parent) for path in run.path.parent.glob("draftless*.json")),
         key=lambda r: r.data.get("datetime", ""),
     )
-    rows = []
+    rows, threads = [], set()
     for kept in runs:
         e = kept.one("bench_draftless_modes")["extra_info"]
+        threads.add(e["threads"])
         cells = []
         for workload in ("chat", "code edits"):
             s = e["summary"][workload]
@@ -839,7 +839,8 @@ def draftless_runs(run: Run) -> list:
         "JSON",
     )
     return [
-        "Every kept run of `pyspec bench draftless` (2 threads, Qwen2.5-Coder 1.5B, 96 greedy "
+        "Every kept run of `pyspec bench draftless` "
+        f"({'/'.join(str(t) for t in sorted(threads))} threads, Qwen2.5-Coder 1.5B, 96 greedy "
         "tokens, the ShareGPT chats and the five code edits): pyspec's lookup over llama.cpp's "
         "best draftless mode on that run by the geometric means, and over plain "
         "llama-cpp-python. Each run's full table, and what it changed, is in "
