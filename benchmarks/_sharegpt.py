@@ -2,9 +2,12 @@
 
 The package's JSON file is cut short: items are parsed one by one until the first
 incomplete one (about 17,700 conversations). A request is a conversation answered at its
-last human turn, with the dataset's own history before it, in the model's chat template.
-Conversations are taken in the file's order, skipping those that are not plain English
-prose-or-code chats of a size that fits (the prompt limit is in tokens of the model).
+last human turn, with the dataset's own history before it, in the model's chat template
+(``chat_requests``); or, for a conversation of several human turns, each human turn is a
+request and the model's own earlier answers are its history (``multi_turn_conversations``
+gives the turns; the answers are the model's, decoded by the caller). Conversations are
+taken in the file's order, skipping those that are not plain English prose-or-code chats
+of a size that fits (the limits are in tokens of the model).
 """
 
 from __future__ import annotations
@@ -93,3 +96,31 @@ def chat_requests(
         if len(out) == skip + n:
             break
     return out[skip:]
+
+
+def multi_turn_conversations(
+    llama, n: int, max_turns: int = 4, max_turn_tokens: int = 400, max_human_tokens: int = 900
+) -> list:
+    """n conversations of two human turns or more, as the human turns alone (up to
+    ``max_turns``): the model answers each in turn, so the dataset's own answers are dropped.
+    Each turn at most ``max_turn_tokens`` tokens and all of them ``max_human_tokens``; the
+    first at least 8 (a greeting alone is no request)."""
+    if n < 1:
+        raise ValueError(f"asked for {n} conversations: at least one")
+    out = []
+    for item in conversations(4000):
+        turns = item.get("conversations") or []
+        if not turns or not all(t.get("from") in ("human", "gpt") for t in turns):
+            continue
+        if any(not t.get("value") or not t["value"].isascii() for t in turns):
+            continue
+        humans = [t["value"] for t in turns if t["from"] == "human"][:max_turns]
+        if len(humans) < 2:
+            continue
+        sizes = [len(llama.tokenize(h.encode(), add_bos=False)) for h in humans]
+        if sizes[0] < 8 or max(sizes) > max_turn_tokens or sum(sizes) > max_human_tokens:
+            continue
+        out.append({"id": item.get("id"), "turns": humans})
+        if len(out) == n:
+            break
+    return out

@@ -1,8 +1,9 @@
 """The reproduction rule and the lookup's reading of a request's instruction, replayed where
 they act: `pyspec demo`'s rename, the code edits (96 tokens, and the whole file), requests
 that carry a fenced file and ask for other code (``_code_questions``), tool calls, and the
-chats, where they should change nothing: the bench's 24 and the N_HELD_OUT that follow them
-in the file (conversations no rule was chosen on).
+chats, where they should change nothing: the bench's 24, the N_HELD_OUT that follow them
+in the file (conversations no rule was chosen on), and N_MULTI_TURN conversations answered
+turn by turn with the model's own answers as their history.
 
 Three settings of the loop, one controller and one lookup with its memory through each
 workload's requests (bench_slow_start.replay_row), on every batch curve the repository holds:
@@ -38,6 +39,11 @@ DEMO_TOKENS = 128
 # conversations it was not chosen on (session 40: on 120 of them the lookup led ngram-simple's
 # replay by more than on the 24, docs/draftless-runs.md).
 N_HELD_OUT = 120
+# ShareGPT conversations of several human turns, each turn a request whose history holds the
+# model's own earlier answers (greedy, up to OWN_ANSWER_TOKENS each), as a local chat client
+# sends them; the replay takes each answer's first 96 tokens (session 41).
+N_MULTI_TURN = 24
+OWN_ANSWER_TOKENS = 200
 # The chats every rule was chosen on: the file's first 24 that qualify, whatever
 # PYSPEC_BENCH_CHATS asks of this run (a quick run of 5 must not hold out chats 6-24).
 RULES_CHOSEN_ON = 24
@@ -93,6 +99,37 @@ def held_out_chat_requests() -> list:
     return recorded_requests(workloads=[("held-out chat", chat["messages"]) for chat in chats])
 
 
+def multi_turn_requests() -> list:
+    """The N_MULTI_TURN conversations answered turn by turn by the model itself (greedy, its
+    answers decoded once and cached, as the other recordings): one request per human turn,
+    in order, with the conversation so far (the model's answers) as its history."""
+    import llama_cpp
+    from _sharegpt import multi_turn_conversations
+    from bench_confidence_rules import recorded_confidences
+    from bench_draftless import render_chat
+    from bench_tree_outlook import RECORDING, _decoded_outputs
+
+    from pyspec.testing.models import ensure_model
+
+    llm = llama_cpp.Llama(model_path=str(ensure_model("qwen2.5-coder-1.5b")), **RECORDING)
+    prompts, outputs = [], []
+    for conversation in multi_turn_conversations(llm, N_MULTI_TURN):
+        messages = []
+        for turn in conversation["turns"]:
+            messages.append({"role": "user", "content": turn})
+            text = render_chat(llm, messages)
+            prompt = llm.tokenize(text.encode(), add_bos=True, special=True)
+            answer = _decoded_outputs(llm, [prompt], 0.0, 0, OWN_ANSWER_TOKENS)[0]
+            if len(answer) >= 2:
+                prompts.append(prompt)
+                outputs.append(answer[:96])
+            content = llm.detokenize(answer).decode(errors="replace")
+            messages.append({"role": "assistant", "content": content})
+    llm.close()
+    confidences = recorded_confidences(prompts, outputs)
+    return [("multi-turn chat", p, o, c) for p, o, c in zip(prompts, outputs, confidences)]
+
+
 def code_question_requests(temperature: float = 0.0, seed: int = 0) -> list:
     """Requests that carry a fenced file and ask for something else (``_code_questions``):
     tests, a script, a port, one fixed method, prose, the file with type hints."""
@@ -120,6 +157,7 @@ def workloads() -> dict:
         "chats, then the edits": (chats + [r for r in greedy if r[0] != "chat"], 96),
         "chats, sampled": ([r for r in sampled if r[0] == "chat"], 96),
         "held-out chats": (held_out_chat_requests(), 96),
+        "multi-turn chats, own answers": (multi_turn_requests(), 96),
     }
 
 

@@ -176,3 +176,41 @@ def test_held_out_chats_never_include_the_ones_rules_were_chosen_on(monkeypatch)
     assert bench_reproduction.held_out_start() == 24
     monkeypatch.setattr(bench_confidence_rules, "N_CHATS", 48)
     assert bench_reproduction.held_out_start() == 48
+
+
+def test_multi_turn_conversations_keep_the_human_turns_for_the_model_to_answer(monkeypatch):
+    """A conversation of two human turns or more gives its human turns (up to max_turns), the
+    dataset's answers dropped, since the model answers each turn itself; one human turn, a
+    turn too long, or a first turn of a greeting's size: passed over."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import _sharegpt
+
+    def said(who, words):
+        return {"from": who, "value": " ".join(words)}
+
+    items = [
+        {"id": "one turn", "conversations": [said("human", ["q"] * 20), said("gpt", ["a"])]},
+        {"id": "greeting", "conversations": [said("human", ["hi"]), said("gpt", ["a"])] * 2},
+        {"id": "too long", "conversations": [said("human", ["q"] * 500), said("gpt", ["a"])] * 2},
+        {
+            "id": "five turns",
+            "conversations": [
+                turn
+                for i in range(5)
+                for turn in (said("human", [f"q{i}"] * 20), said("gpt", [f"a{i}"] * 30))
+            ],
+        },
+        {"id": "two turns", "conversations": [said("human", ["x"] * 10)] * 2},
+    ]
+    monkeypatch.setattr(_sharegpt, "conversations", lambda limit=4000: iter(items))
+
+    class Words:
+        def tokenize(self, data, add_bos=False):
+            return data.split()
+
+    got = _sharegpt.multi_turn_conversations(Words(), 5, max_turns=4)
+    assert [c["id"] for c in got] == ["five turns", "two turns"]
+    assert got[0]["turns"] == [" ".join([f"q{i}"] * 20) for i in range(4)]
+    assert not any("a0" in turn for c in got for turn in c["turns"])
+    with pytest.raises(ValueError, match="at least one"):
+        _sharegpt.multi_turn_conversations(Words(), 0)
