@@ -43,6 +43,13 @@ def chats_passed_over() -> int:
     return _chat_count("PYSPEC_BENCH_CHATS_AFTER", 0, 0)
 
 
+def multi_turn_asked() -> int:
+    """How many conversations a live benchmark also answers turn by turn with the model's
+    own answers (PYSPEC_BENCH_MULTI_TURN; 0, none, by default). Not a whole number >= 0: an
+    error that names the variable."""
+    return _chat_count("PYSPEC_BENCH_MULTI_TURN", 0, 0)
+
+
 def conversations(limit: int = 2000) -> Iterator[dict]:
     """The first ``limit`` complete items of the file, in order."""
     try:

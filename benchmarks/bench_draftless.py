@@ -49,10 +49,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _sharegpt import chats_asked, chats_passed_over
+from _sharegpt import chats_asked, chats_passed_over, multi_turn_asked
 
 N_CHATS = chats_asked(24)
 CHATS_AFTER = chats_passed_over()  # (0: the usual chats; 24: the next ones, held out)
+# Conversations also answered turn by turn, the model's own answers as their history
+# (_own_answers: a workload of its own, "multi-turn chat"; none unless asked).
+N_MULTI_TURN = multi_turn_asked()
 MAX_TOKENS = 96
 # llama.cpp's tool decodes past its limit to the end of its last accepted draft (up to 161
 # tokens for 96 asked): plain llama-cpp-python decodes this far, one token a round, so that
@@ -302,6 +305,11 @@ def bench_draftless_modes(benchmark, monkeypatch):
     chats = chat_requests(plain, N_CHATS, skip=CHATS_AFTER)
     workloads = [("chat", r["id"], r["messages"]) for r in chats]
     workloads += [("code edits", rid, messages) for rid, messages in code_requests()]
+    if N_MULTI_TURN:
+        from _own_answers import multi_turn_requests
+
+        turns = multi_turn_requests(N_MULTI_TURN)
+        workloads += [("multi-turn chat", t["id"], t["messages"]) for t in turns]
     modes = list(python_modes) + [f"c++ {t}" for t in CPP_TYPES]
     cpp_modes = [f"c++ {t}" for t in CPP_TYPES]
     workdir = Path(tempfile.mkdtemp(prefix="pyspec-draftless-"))
@@ -320,6 +328,7 @@ def bench_draftless_modes(benchmark, monkeypatch):
         max_tokens=MAX_TOKENS,
         threads=THREADS,
         chats_after=CHATS_AFTER,
+        multi_turn_conversations=N_MULTI_TURN,
         modes=modes,
         rows=rows,
         calibration={str(n): c for n, c in sorted(shape.items())},

@@ -40,10 +40,9 @@ DEMO_TOKENS = 128
 # replay by more than on the 24, docs/draftless-runs.md).
 N_HELD_OUT = 120
 # ShareGPT conversations of several human turns, each turn a request whose history holds the
-# model's own earlier answers (greedy, up to OWN_ANSWER_TOKENS each), as a local chat client
-# sends them; the replay takes each answer's first 96 tokens (session 41).
+# model's own earlier answers (_own_answers), as a local chat client sends them; the replay
+# takes each answer's first 96 tokens (session 41).
 N_MULTI_TURN = 24
-OWN_ANSWER_TOKENS = 200
 # The chats every rule was chosen on: the file's first 24 that qualify, whatever
 # PYSPEC_BENCH_CHATS asks of this run (a quick run of 5 must not hold out chats 6-24).
 RULES_CHOSEN_ON = 24
@@ -100,32 +99,14 @@ def held_out_chat_requests() -> list:
 
 
 def multi_turn_requests() -> list:
-    """The N_MULTI_TURN conversations answered turn by turn by the model itself (greedy, its
-    answers decoded once and cached, as the other recordings): one request per human turn,
-    in order, with the conversation so far (the model's answers) as its history."""
-    import llama_cpp
-    from _sharegpt import multi_turn_conversations
+    """The N_MULTI_TURN conversations answered turn by turn by the model itself
+    (``_own_answers``): one request per human turn, in order, with the conversation so far
+    (the model's answers) as its history, each answer's first 96 tokens replayed."""
+    from _own_answers import multi_turn_requests as own_answer_turns
     from bench_confidence_rules import recorded_confidences
-    from bench_draftless import render_chat
-    from bench_tree_outlook import RECORDING, _decoded_outputs
 
-    from pyspec.testing.models import ensure_model
-
-    llm = llama_cpp.Llama(model_path=str(ensure_model("qwen2.5-coder-1.5b")), **RECORDING)
-    prompts, outputs = [], []
-    for conversation in multi_turn_conversations(llm, N_MULTI_TURN):
-        messages = []
-        for turn in conversation["turns"]:
-            messages.append({"role": "user", "content": turn})
-            text = render_chat(llm, messages)
-            prompt = llm.tokenize(text.encode(), add_bos=True, special=True)
-            answer = _decoded_outputs(llm, [prompt], 0.0, 0, OWN_ANSWER_TOKENS)[0]
-            if len(answer) >= 2:
-                prompts.append(prompt)
-                outputs.append(answer[:96])
-            content = llm.detokenize(answer).decode(errors="replace")
-            messages.append({"role": "assistant", "content": content})
-    llm.close()
+    turns = [t for t in own_answer_turns(N_MULTI_TURN) if len(t["answer"]) >= 2]
+    prompts, outputs = [t["prompt"] for t in turns], [t["answer"][:96] for t in turns]
     confidences = recorded_confidences(prompts, outputs)
     return [("multi-turn chat", p, o, c) for p, o, c in zip(prompts, outputs, confidences)]
 

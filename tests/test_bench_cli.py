@@ -214,3 +214,19 @@ def test_multi_turn_conversations_keep_the_human_turns_for_the_model_to_answer(m
     assert not any("a0" in turn for c in got for turn in c["turns"])
     with pytest.raises(ValueError, match="at least one"):
         _sharegpt.multi_turn_conversations(Words(), 0)
+
+
+@pytest.mark.parametrize("raw", ["-2", "some", ""])
+def test_multi_turn_conversations_asked_must_be_a_count(monkeypatch, raw):
+    """PYSPEC_BENCH_MULTI_TURN (conversations the live bench also answers turn by turn) is a
+    whole number >= 0 or refused by name; unset, none."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _sharegpt import multi_turn_asked
+
+    monkeypatch.setenv("PYSPEC_BENCH_MULTI_TURN", raw)
+    with pytest.raises(ValueError, match="PYSPEC_BENCH_MULTI_TURN"):
+        multi_turn_asked()
+    monkeypatch.setenv("PYSPEC_BENCH_MULTI_TURN", "6")
+    assert multi_turn_asked() == 6
+    monkeypatch.delenv("PYSPEC_BENCH_MULTI_TURN")
+    assert multi_turn_asked() == 0
