@@ -807,12 +807,15 @@ def draftless_runs(run: Run) -> list:
         e = kept.one("bench_draftless_modes")["extra_info"]
         threads.add(e["threads"])
         cells = []
-        for workload in ("chat", "code edits"):
-            s = e["summary"][workload]
+        for workload in ("chat", "code edits", "multi-turn chat"):
+            s = e["summary"].get(workload)
+            if s is None:
+                cells.append("")
+                continue
             best = max((m for m in e["modes"] if m.startswith("c++")), key=lambda m: s["rate"][m])
             cells.append(
                 f"{s['rate']['lookup'] / s['rate'][best]:.2f}x {best[4:]} "
-                f"({s['rate']['lookup'] / s['rate']['plain']:.2f}x plain)"
+                f"({s['rate']['lookup'] / s['rate']['plain']:.2f}x plain; {s['requests']})"
             )
         build = kernels(kept.data)  # "; llama.cpp built for AVX2 only (...)", or nothing
         rows.append(
@@ -835,16 +838,18 @@ def draftless_runs(run: Run) -> list:
         "CPU",
         "commit",
         "chats: lookup / best C++ mode",
-        "edits: lookup / best C++ mode",
+        "edits",
+        "multi-turn chats, own answers",
         "JSON",
     )
     return [
         "Every kept run of `pyspec bench draftless` "
         f"({'/'.join(str(t) for t in sorted(threads))} threads, Qwen2.5-Coder 1.5B, 96 greedy "
         "tokens, the ShareGPT chats and the five code edits): pyspec's lookup over llama.cpp's "
-        "best draftless mode on that run by the geometric means, and over plain "
-        "llama-cpp-python. Each run's full table, and what it changed, is in "
-        "docs/draftless-runs.md.",
+        "best draftless mode on that run by the geometric means, over plain "
+        "llama-cpp-python, and the requests; the multi-turn chats answer each human turn "
+        "with the model's own answers as history (`PYSPEC_BENCH_MULTI_TURN`). Each run's "
+        "full table, and what it changed, is in docs/draftless-runs.md.",
         "",
         *_table(header, rows),
     ]
