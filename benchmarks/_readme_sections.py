@@ -767,6 +767,13 @@ def draftless_table(run: Run) -> list:
             "(`PYSPEC_BENCH_CHATS_AFTER`): held out, no rule was chosen on them."
             if e.get("chats_after")
             else ""
+        )
+        + (
+            f" The multi-turn chats are {e['multi_turn_conversations']} ShareGPT conversations "
+            "answered turn by turn, each human turn a request whose history holds the model's "
+            "own greedy answers (`PYSPEC_BENCH_MULTI_TURN`, benchmarks/_own_answers.py)."
+            if e.get("multi_turn_conversations")
+            else ""
         ),
         "",
     ]
@@ -1428,6 +1435,12 @@ SECTIONS = {
     # The same host and code on the 24 chats after the usual ones (session 40: held out).
     "draftless-table-family25-model17-held-out": (
         ("draftless-family25-model17-held-out",),
+        draftless_table,
+    ),
+    # The same host with 4 chats, the edits and 6 conversations answered turn by turn with
+    # the model's own answers (session 41: PYSPEC_BENCH_CHATS=4 PYSPEC_BENCH_MULTI_TURN=6).
+    "draftless-table-family25-model17-multi-turn": (
+        ("draftless-family25-model17-multi-turn",),
         draftless_table,
     ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
