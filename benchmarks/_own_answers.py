@@ -1,9 +1,10 @@
 """ShareGPT conversations answered turn by turn by the target itself: each human turn is a
 request whose history holds the model's own earlier answers, as a local chat client sends
-them (``_sharegpt.multi_turn_conversations`` picks the conversations). The answers are
-greedy, up to ANSWER_TOKENS each, decoded once by plain llama-cpp-python with the recordings'
-setup and cached (``bench_tree_outlook._decoded_outputs``), so the live bench
-(bench_draftless) and the replays (bench_reproduction) see the same prompts.
+them, though cut at ANSWER_TOKENS where a client would send them whole
+(``_sharegpt.multi_turn_conversations`` picks the conversations). The answers are greedy,
+decoded once by plain llama-cpp-python with the recordings' setup and cached
+(``bench_tree_outlook._decoded_outputs``), so the live bench (bench_draftless) and the
+replays (bench_reproduction) see the same prompts.
 """
 
 from __future__ import annotations

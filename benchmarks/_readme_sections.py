@@ -706,8 +706,9 @@ def _whole_request_seconds(e: dict) -> dict:
 
 
 def _modes_table(e: dict) -> list:
-    """One row per workload and mode of a bench_draftless.summarise summary: decode tok/s,
-    its ratio to plain, whole-request seconds, acceptance."""
+    """One row per workload and mode of a bench_draftless run (its extra_info: the summary,
+    and the rows the whole-request seconds are worked out from): decode tok/s, its ratio to
+    plain, whole-request seconds, acceptance."""
     summary, modes = e["summary"], e["modes"]
     seconds = _whole_request_seconds(e)
     rows = [
@@ -771,7 +772,10 @@ def draftless_table(run: Run) -> list:
         + (
             f" The multi-turn chats are {e['multi_turn_conversations']} ShareGPT conversations "
             "answered turn by turn, each human turn a request whose history holds the model's "
-            "own greedy answers (`PYSPEC_BENCH_MULTI_TURN`, benchmarks/_own_answers.py)."
+            "own greedy answers (`PYSPEC_BENCH_MULTI_TURN`, benchmarks/_own_answers.py). "
+            "Their whole-request seconds are not the loops' alone: llama-cpp-python keeps the "
+            "earlier turns in its KV cache from one request to the next, and the C++ tool, a "
+            "process per request, reads the whole history again."
             if e.get("multi_turn_conversations")
             else ""
         ),

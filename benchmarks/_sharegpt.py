@@ -129,5 +129,8 @@ def multi_turn_conversations(
             continue
         out.append({"id": item.get("id"), "turns": humans})
         if len(out) == n:
-            break
-    return out
+            return out
+    raise ValueError(
+        f"asked for {n} conversations of several turns: the file's first 4000 items hold "
+        f"{len(out)} that qualify"
+    )

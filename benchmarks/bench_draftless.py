@@ -1,5 +1,7 @@
 """pyspec's free drafting against every draftless mode of llama.cpp's own C++ loop, on real
-chats (ShareGPT, benchmarks/_sharegpt.py) and a code-editing workload (benchmarks/_code_edits.py).
+chats (ShareGPT, benchmarks/_sharegpt.py) and a code-editing workload (benchmarks/_code_edits.py),
+and with PYSPEC_BENCH_MULTI_TURN=n on n ShareGPT conversations answered turn by turn, the
+model's own answers as their history (benchmarks/_own_answers.py).
 
 Qwen2.5-Coder 1.5B, greedy, flash attention on everywhere, the same prompt text for every
 mode (the chat template rendered once, as llama-cpp-python renders it). Per request:

@@ -98,14 +98,15 @@ def held_out_chat_requests() -> list:
     return recorded_requests(workloads=[("held-out chat", chat["messages"]) for chat in chats])
 
 
-def multi_turn_requests() -> list:
+def multi_turn_chat_requests() -> list:
     """The N_MULTI_TURN conversations answered turn by turn by the model itself
     (``_own_answers``): one request per human turn, in order, with the conversation so far
-    (the model's answers) as its history, each answer's first 96 tokens replayed."""
-    from _own_answers import multi_turn_requests as own_answer_turns
+    (the model's answers) as its history, each answer's first 96 tokens replayed (a turn the
+    model answered in fewer than 2 tokens, nothing to replay, is left out)."""
+    from _own_answers import multi_turn_requests
     from bench_confidence_rules import recorded_confidences
 
-    turns = [t for t in own_answer_turns(N_MULTI_TURN) if len(t["answer"]) >= 2]
+    turns = [t for t in multi_turn_requests(N_MULTI_TURN) if len(t["answer"]) >= 2]
     prompts, outputs = [t["prompt"] for t in turns], [t["answer"][:96] for t in turns]
     confidences = recorded_confidences(prompts, outputs)
     return [("multi-turn chat", p, o, c) for p, o, c in zip(prompts, outputs, confidences)]
@@ -138,7 +139,7 @@ def workloads() -> dict:
         "chats, then the edits": (chats + [r for r in greedy if r[0] != "chat"], 96),
         "chats, sampled": ([r for r in sampled if r[0] == "chat"], 96),
         "held-out chats": (held_out_chat_requests(), 96),
-        "multi-turn chats, own answers": (multi_turn_requests(), 96),
+        "multi-turn chats, own answers": (multi_turn_chat_requests(), 96),
     }
 
 

@@ -208,12 +208,14 @@ def test_multi_turn_conversations_keep_the_human_turns_for_the_model_to_answer(m
         def tokenize(self, data, add_bos=False):
             return data.split()
 
-    got = _sharegpt.multi_turn_conversations(Words(), 5, max_turns=4)
+    got = _sharegpt.multi_turn_conversations(Words(), 2, max_turns=4)
     assert [c["id"] for c in got] == ["five turns", "two turns"]
     assert got[0]["turns"] == [" ".join([f"q{i}"] * 20) for i in range(4)]
     assert not any("a0" in turn for c in got for turn in c["turns"])
     with pytest.raises(ValueError, match="at least one"):
         _sharegpt.multi_turn_conversations(Words(), 0)
+    with pytest.raises(ValueError, match="hold 2 that qualify"):  # never fewer, quietly
+        _sharegpt.multi_turn_conversations(Words(), 3)
 
 
 @pytest.mark.parametrize("raw", ["-2", "some", ""])

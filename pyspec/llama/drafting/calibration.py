@@ -88,7 +88,7 @@ def measure_at_depths(
     ``depths``. Each sweep measures every size at every depth, the sizes in the opposite
     order every other sweep and the depths likewise, so that a load that rises or falls
     during the measurement weighs on every size and depth alike: on a shared 2-core VM a
-    batch of 48 measured 17-25x one token within a quarter of an hour (docs/drafting.md),
+    batch of 48 measured 17-25x one token within a quarter of an hour (docs/draftless-runs.md),
     so sizes or depths measured one after the other would compare moments, not costs.
     The context grows or is cut to each depth in turn (only the difference is decoded);
     the cache is empty at the end. The caller keeps the deepest depth plus the largest

@@ -318,7 +318,7 @@ class BatchCosts:
         sizes measured often enough here; nothing over a calibrated shape. A calibration
         measures every size in interleaved sweeps, at one depth and one moment; live
         medians come from other depths and other loads (a batch of 48 measured 17-25x one
-        token within a quarter hour, docs/drafting.md), and merged into it they left sizes
+        token within a quarter hour, docs/draftless-runs.md), and merged into it they left sizes
         that no sweep measured beside their neighbours, dips the cost model then believed
         in every later process. Live passes correct a calibrated shape in this process only;
         ``calibrate(force=True)`` measures it anew."""
