@@ -73,6 +73,16 @@ def conversations(limit: int = 2000) -> Iterator[dict]:
         yield item
 
 
+def _plain_chat(turns: list) -> bool:
+    """Whether a conversation's turns make a chat the benchmarks take: at least one, each a
+    human's or the assistant's (no system or tool turns), each with plain ASCII text."""
+    return (
+        bool(turns)
+        and all(t.get("from") in ("human", "gpt") for t in turns)
+        and all(t.get("value") and t["value"].isascii() for t in turns)
+    )
+
+
 def chat_requests(
     llama, n: int, max_prompt_tokens: int = 700, min_prompt_tokens: int = 60, skip: int = 0
 ):
@@ -88,9 +98,7 @@ def chat_requests(
         turns = item.get("conversations") or []
         while turns and turns[-1].get("from") != "human":
             turns = turns[:-1]
-        if len(turns) < 1 or not all(t.get("from") in ("human", "gpt") for t in turns):
-            continue
-        if any(not t.get("value") or not t["value"].isascii() for t in turns):
+        if not _plain_chat(turns):
             continue
         messages = [
             {"role": "user" if t["from"] == "human" else "assistant", "content": t["value"]}
@@ -117,9 +125,7 @@ def multi_turn_conversations(
     out = []
     for item in conversations(4000):
         turns = item.get("conversations") or []
-        if not turns or not all(t.get("from") in ("human", "gpt") for t in turns):
-            continue
-        if any(not t.get("value") or not t["value"].isascii() for t in turns):
+        if not _plain_chat(turns):
             continue
         humans = [t["value"] for t in turns if t["from"] == "human"][:max_turns]
         if len(humans) < 2:

@@ -149,20 +149,29 @@ def test_held_out_chats_are_the_ones_after_the_benchs_own(monkeypatch):
         _sharegpt.chat_requests(Words(), 5, skip=-1)
 
 
-@pytest.mark.parametrize("raw", ["-1", "next", ""])
-def test_chats_passed_over_must_be_a_count(monkeypatch, raw):
-    """PYSPEC_BENCH_CHATS_AFTER (the live bench on the chats after the usual ones) is a
-    whole number >= 0 or refused by name; unset, nothing is passed over."""
+@pytest.mark.parametrize("raw", ["-1", "next", "", "-2", "some"])
+@pytest.mark.parametrize(
+    "variable, reader",
+    [
+        ("PYSPEC_BENCH_CHATS_AFTER", "chats_passed_over"),
+        ("PYSPEC_BENCH_MULTI_TURN", "multi_turn_asked"),
+    ],
+)
+def test_the_counts_that_default_to_none_must_be_counts(monkeypatch, raw, variable, reader):
+    """PYSPEC_BENCH_CHATS_AFTER (the live bench on the chats after the usual ones) and
+    PYSPEC_BENCH_MULTI_TURN (conversations it also answers turn by turn) are whole numbers
+    >= 0 or refused by name; unset, none."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from _sharegpt import chats_passed_over
+    import _sharegpt
 
-    monkeypatch.setenv("PYSPEC_BENCH_CHATS_AFTER", raw)
-    with pytest.raises(ValueError, match="PYSPEC_BENCH_CHATS_AFTER"):
-        chats_passed_over()
-    monkeypatch.setenv("PYSPEC_BENCH_CHATS_AFTER", "24")
-    assert chats_passed_over() == 24
-    monkeypatch.delenv("PYSPEC_BENCH_CHATS_AFTER")
-    assert chats_passed_over() == 0
+    read = getattr(_sharegpt, reader)
+    monkeypatch.setenv(variable, raw)
+    with pytest.raises(ValueError, match=variable):
+        read()
+    monkeypatch.setenv(variable, "24")
+    assert read() == 24
+    monkeypatch.delenv(variable)
+    assert read() == 0
 
 
 def test_held_out_chats_never_include_the_ones_rules_were_chosen_on(monkeypatch):
@@ -216,19 +225,3 @@ def test_multi_turn_conversations_keep_the_human_turns_for_the_model_to_answer(m
         _sharegpt.multi_turn_conversations(Words(), 0)
     with pytest.raises(ValueError, match="hold 2 that qualify"):  # never fewer, quietly
         _sharegpt.multi_turn_conversations(Words(), 3)
-
-
-@pytest.mark.parametrize("raw", ["-2", "some", ""])
-def test_multi_turn_conversations_asked_must_be_a_count(monkeypatch, raw):
-    """PYSPEC_BENCH_MULTI_TURN (conversations the live bench also answers turn by turn) is a
-    whole number >= 0 or refused by name; unset, none."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from _sharegpt import multi_turn_asked
-
-    monkeypatch.setenv("PYSPEC_BENCH_MULTI_TURN", raw)
-    with pytest.raises(ValueError, match="PYSPEC_BENCH_MULTI_TURN"):
-        multi_turn_asked()
-    monkeypatch.setenv("PYSPEC_BENCH_MULTI_TURN", "6")
-    assert multi_turn_asked() == 6
-    monkeypatch.delenv("PYSPEC_BENCH_MULTI_TURN")
-    assert multi_turn_asked() == 0
