@@ -727,6 +727,28 @@ def _modes_table(e: dict) -> list:
     return _table(header, rows)
 
 
+def _huge_pages_sentence(e: dict) -> str:
+    """What the run recorded of pyspec's objects' 2 MB pages (recorded since session 42;
+    plain llama-cpp-python and the C++ tools allocate as llama.cpp does)."""
+    pages = e.get("huge_pages")
+    if not pages:
+        return ""
+    mib = {name: p["bytes"] >> 20 for name, p in pages.items()}
+    if all(mib.values()) and len(set(mib.values())) == 1:
+        return (
+            f" Each of pyspec's {len(pages)} objects had its weights in 2 MB pages "
+            f"({next(iter(mib.values()))} MiB)."
+        )
+    return (
+        " pyspec's objects' weights in 2 MB pages: "
+        + "; ".join(
+            f"{name} {mib[name]} MiB" + (f" ({p['why_not']})" if p["why_not"] else "")
+            for name, p in pages.items()
+        )
+        + "."
+    )
+
+
 def draftless_table(run: Run) -> list:
     e = run.one("bench_draftless_modes")["extra_info"]
     modes = e["modes"]
@@ -778,7 +800,8 @@ def draftless_table(run: Run) -> list:
             "process per request, reads the whole history again."
             if e.get("multi_turn_conversations")
             else ""
-        ),
+        )
+        + _huge_pages_sentence(e),
         "",
     ]
     out += _modes_table(e)
@@ -1445,6 +1468,12 @@ SECTIONS = {
     # the model's own answers (session 41: PYSPEC_BENCH_CHATS=4 PYSPEC_BENCH_MULTI_TURN=6).
     "draftless-table-family25-model17-multi-turn": (
         ("draftless-family25-model17-multi-turn",),
+        draftless_table,
+    ),
+    # The AMX Xeon again (session 42, the AMX build, main's code of session 41): the usual 24
+    # chats, the edits and 6 conversations answered turn by turn (PYSPEC_BENCH_MULTI_TURN=6).
+    "draftless-table-family6-model167-multi-turn": (
+        ("draftless-family6-model167-multi-turn",),
         draftless_table,
     ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),

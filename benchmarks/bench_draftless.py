@@ -45,6 +45,7 @@ README table is generated from it (``readme_tables.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 import time
@@ -334,6 +335,13 @@ def bench_draftless_modes(benchmark, monkeypatch):
         modes=modes,
         rows=rows,
         calibration={str(n): c for n, c in sorted(shape.items())},
+        # Whether each pyspec object's weights went into 2 MB pages (pyspec/llama/huge_pages.py):
+        # on the AMX Xeon they decide ~10% of a pass, and plain llama-cpp-python gets none.
+        huge_pages={
+            name: dataclasses.asdict(m.huge_pages)
+            for name, m in [*python_modes.items(), *same_tokens.items()]
+            if name != "plain"
+        },
     )
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
     summary = summarise(rows, modes)

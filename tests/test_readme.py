@@ -230,3 +230,23 @@ def test_the_table_of_kept_runs_has_every_draftless_json_and_marks_the_readmes(m
         assert sum(f"docs/results/{name}`" in row for row in rows) == 1, name
     assert sum("(the README's)" in row for row in rows) == 1
     assert "(the README's)" in next(r for r in rows if "docs/results/draftless.json`" in r)
+
+
+def test_the_draftless_table_says_whether_pyspecs_weights_were_in_2mb_pages(monkeypatch):
+    """A run records each pyspec object's 2 MB pages (bench_draftless, since session 42): the
+    table says one figure where every object got the same, and names the object that got
+    fewer and why; a run kept before the field says nothing of pages."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from _readme_sections import _huge_pages_sentence
+
+    def pages(mib, why_not=""):
+        return {"bytes": mib << 20, "regions": 1, "seconds": 0.1, "why_not": why_not}
+
+    assert _huge_pages_sentence({}) == ""
+    same = _huge_pages_sentence({"huge_pages": {"lookup": pages(1003), "before": pages(1003)}})
+    assert same == " Each of pyspec's 2 objects had its weights in 2 MB pages (1003 MiB)."
+    short = _huge_pages_sentence(
+        {"huge_pages": {"lookup": pages(1003), "before": pages(0, "no free 2 MB pages")}}
+    )
+    assert "lookup 1003 MiB; before 0 MiB (no free 2 MB pages)." in short
+    assert "Each of" not in short
