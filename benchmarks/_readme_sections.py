@@ -1476,6 +1476,11 @@ SECTIONS = {
         ("draftless-family6-model167-multi-turn",),
         draftless_table,
     ),
+    # The same Xeon and code on the 24 chats after the usual ones (PYSPEC_BENCH_CHATS_AFTER=24).
+    "draftless-table-family6-model167-held-out": (
+        ("draftless-family6-model167-held-out",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
