@@ -323,6 +323,11 @@ def bench_draftless_modes(benchmark, monkeypatch):
         )
 
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    # Every SpeculativeLlama of the run, by a name of its own (the second lookup object
+    # shares the key "lookup" in same_tokens).
+    pyspec_objects = {n: m for n, m in python_modes.items() if n != "plain"} | {
+        f"{n}, same tokens": m for n, m in same_tokens.items()
+    }
     # Kept before anything is derived from them: an hour's measurement must outlive a
     # summary that fails (session 25 lost one to the KeyError fixed below).
     # The calibrated shape too: the replays (bench_slow_start.curves) can then weigh draft
@@ -337,18 +342,8 @@ def bench_draftless_modes(benchmark, monkeypatch):
         calibration={str(n): c for n, c in sorted(shape.items())},
         # Whether each pyspec object's weights went into 2 MB pages (pyspec/llama/huge_pages.py):
         # a lone bare decode on the AMX Xeon ran 1.2x in them (session 42); plain
-        # llama-cpp-python gets none. (The second lookup object is named apart: same key.)
-        huge_pages={
-            **{
-                name: dataclasses.asdict(m.huge_pages)
-                for name, m in python_modes.items()
-                if name != "plain"
-            },
-            **{
-                f"{name}, same tokens": dataclasses.asdict(m.huge_pages)
-                for name, m in same_tokens.items()
-            },
-        },
+        # llama-cpp-python gets none.
+        huge_pages={name: dataclasses.asdict(m.huge_pages) for name, m in pyspec_objects.items()},
     )
     tg = bench_tg(tools, target, n_gen=MAX_TOKENS, threads=THREADS)
     summary = summarise(rows, modes)
@@ -372,9 +367,8 @@ def bench_draftless_modes(benchmark, monkeypatch):
                 **_over_best_same_tokens(mine, cpp_modes),
             }
         )
-    for name, m in [*python_modes.items(), *same_tokens.items()]:
-        if name != "plain":
-            m.close()
+    for m in pyspec_objects.values():
+        m.close()
     plain.close()
     benchmark.extra_info.update(llama_bench_tg=tg, summary=summary)
     for workload, s in summary.items():
