@@ -734,7 +734,12 @@ def _huge_pages_sentence(e: dict) -> str:
     if not pages:
         return ""
     mib = {name: p["bytes"] >> 20 for name, p in pages.items()}
-    if all(mib.values()) and len(set(mib.values())) == 1:
+    # One figure only where it hides nothing: no object short of it, none with a reason.
+    if (
+        all(mib.values())
+        and len(set(mib.values())) == 1
+        and not any(p["why_not"] for p in pages.values())
+    ):
         return (
             f" Each of pyspec's {len(pages)} objects had its weights in 2 MB pages "
             f"({next(iter(mib.values()))} MiB)."

@@ -250,3 +250,7 @@ def test_the_draftless_table_says_whether_pyspecs_weights_were_in_2mb_pages(monk
     )
     assert "lookup 1003 MiB; before 0 MiB (no free 2 MB pages)." in short
     assert "Each of" not in short
+    partial = _huge_pages_sentence(  # every object some pages, one not all: said, not hidden
+        {"huge_pages": {"lookup": pages(1003), "before": pages(1003, "some left out")}}
+    )
+    assert "before 1003 MiB (some left out)." in partial
