@@ -1489,6 +1489,11 @@ SECTIONS = {
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
+    # The AMX Xeon again with the drafting rules chosen since session 29 (session 43).
+    "draft-peer-table-family6-model167-later-rules": (
+        ("draft-peer-family6-model167-later-rules",),
+        draft_peer_table,
+    ),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),
     "plain-stretch-family6-model167": (("plain-stretch-family6-model167",), plain_stretch),
