@@ -3,7 +3,7 @@ request whose history holds the model's own earlier answers, as a local chat cli
 them, though cut at ANSWER_TOKENS where a client would send them whole
 (``_sharegpt.multi_turn_conversations`` picks the conversations). The answers are greedy,
 decoded once by plain llama-cpp-python with the recordings' setup and cached
-(``bench_tree_outlook._decoded_outputs``), so the live bench (bench_draftless) and the
+(``_recordings.decoded_outputs``), so the live bench (bench_draftless) and the
 replays (bench_reproduction) see the same prompts.
 """
 
@@ -18,9 +18,9 @@ def multi_turn_requests(n_conversations: int) -> list:
     ``prompt`` (its tokens in the model's chat template) and ``answer`` (the model's greedy
     answer, up to ANSWER_TOKENS, which the next turn's history holds)."""
     import llama_cpp
+    from _recordings import RECORDING, decoded_outputs
     from _sharegpt import multi_turn_conversations
     from bench_draftless import render_chat
-    from bench_tree_outlook import RECORDING, _decoded_outputs
 
     from pyspec.testing.models import ensure_model
 
@@ -33,7 +33,7 @@ def multi_turn_requests(n_conversations: int) -> list:
                 messages.append({"role": "user", "content": said})
                 text = render_chat(llm, messages)
                 prompt = llm.tokenize(text.encode(), add_bos=True, special=True)
-                answer = _decoded_outputs(llm, [prompt], 0.0, 0, ANSWER_TOKENS)[0]
+                answer = decoded_outputs(llm, [prompt], 0.0, 0, ANSWER_TOKENS)[0]
                 out.append(
                     {
                         "id": f"{conversation['id']}#{turn}",

@@ -23,10 +23,10 @@ import hashlib
 import json
 
 import numpy as np
+from _recordings import recorded_workloads
 from _sharegpt import chats_asked
 from bench_draftless import THREADS
 from bench_slow_start import curves, every_size, replay_row
-from bench_tree_outlook import recorded_workloads
 
 N_CHATS = chats_asked(24)
 SAMPLED_TEMPERATURE = 0.8

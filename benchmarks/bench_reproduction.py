@@ -53,8 +53,8 @@ def demo_requests(temperature: float = 0.0, seed: int = 0) -> list:
     """`pyspec demo`'s prompt as a recorded request (its text is already a chat turn), its
     answer up to DEMO_TOKENS."""
     import llama_cpp
+    from _recordings import RECORDING, decoded_outputs
     from bench_confidence_rules import recorded_confidences
-    from bench_tree_outlook import RECORDING, _decoded_outputs
 
     from pyspec.testing.models import ensure_model
     from pyspec.tools.cli import DEMO_PROMPT
@@ -62,7 +62,7 @@ def demo_requests(temperature: float = 0.0, seed: int = 0) -> list:
     target = str(ensure_model("qwen2.5-coder-1.5b"))
     llm = llama_cpp.Llama(model_path=target, **RECORDING)
     prompt = llm.tokenize(DEMO_PROMPT.encode(), special=True)
-    output = _decoded_outputs(llm, [prompt], temperature, seed, DEMO_TOKENS)[0]
+    output = decoded_outputs(llm, [prompt], temperature, seed, DEMO_TOKENS)[0]
     llm.close()
     return [("demo", prompt, output, recorded_confidences([prompt], [output])[0])]
 

@@ -21,12 +21,13 @@ with their last segment's slope (``replay.batch_cost``).
 
 Per request of bench_draftless's workloads (ShareGPT chats and the 5 code edits, Qwen2.5-
 Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached
-as bench_tree_outlook caches them), ``pyspec.testing.replay`` replays the loop with each rule
+as _recordings caches them), ``pyspec.testing.replay`` replays the loop with each rule
 (all requests in a row, as bench_draftless serves them: one controller, one PromptLookup
 with its memory of earlier requests), in the batch curves the repository holds: the Xeon
-AMX build's (docs/results/tree-outlook.json), the dear curve of tests/data, and those
-measured at every size (``docs/results/batch-curve-family<F>-model<M>.json``: the Zen 4
-EPYC's is family 25, model 17), each on its own CPU by
+AMX build's (docs/results/llama-builds.json, family 6 model 207), the dear curve of
+tests/data, and those measured at every size
+(``docs/results/batch-curve-family<F>-model<M>.json``: the Zen 4 EPYC's is family 25,
+model 17), each on its own CPU by
 ``python benchmarks/bench_slow_start.py --measure [LARGEST]``. Cost units, so the figures
 do not depend on this run's timing; the wall-clock check is bench_draftless.
 
@@ -42,20 +43,32 @@ from pathlib import Path
 
 import numpy as np
 from _bench_json import kernels, machine
+from _recordings import recorded_workloads
 from _sharegpt import chats_asked
 from bench_draftless import MAX_TOKENS, THREADS
-from bench_tree_outlook import recorded_workloads
 
 N_CHATS = chats_asked(24)
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 
 
+def amx_build_curve() -> dict:
+    """n -> cost of a decode of n tokens over one, as `pyspec bench llama-builds` measured
+    them for the AMX build (docs/results/llama-builds.json, up to 17 tokens)."""
+    path = RESULTS / "llama-builds.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: run `pyspec bench llama-builds` first")
+    info = json.loads(path.read_text())["benchmarks"]
+    ms = next(
+        b["extra_info"]["ms"] for b in info if b["extra_info"]["model"] == "qwen2.5-coder-1.5b"
+    )
+    build = ms["amx"] if "amx" in ms else ms[next(iter(ms))]
+    return {int(n): v / build["1"] for n, v in build.items() if n.isdigit()}
+
+
 def curves() -> dict:
     """name -> batch curve (n -> cost of n tokens over one)."""
-    out = {}
-    outlook = json.loads((RESULTS / "tree-outlook.json").read_text())["benchmarks"][0]
-    out["Xeon AMX build"] = {int(n): c for n, c in outlook["extra_info"]["costs"].items()}
+    out = {"Xeon AMX build": amx_build_curve()}
     recorded = json.loads((ROOT / "tests" / "data" / "recorded_generations.json").read_text())
     dear = recorded["costs"]["qwen2.5-coder-1.5b"]
     out["dear (tests/data)"] = {int(n): c for n, c in dear.items()}
@@ -132,6 +145,8 @@ def replay_row(
     *,
     max_tokens: int | None = MAX_TOKENS,
     token_text="recorded",
+    branch=None,
+    collect: list | None = None,
 ) -> dict:
     """Each workload's speedups over plain, replaying ``requests`` in their order in one
     row, as one SpeculativeLlama serves them: ``controller`` and one PromptLookup with its
@@ -139,7 +154,9 @@ def replay_row(
     with a fourth item, the target's confidence per output token (replay_lookup's).
     ``max_tokens``: what each request asked for (None: read to the recording's end). The
     lookup reads the requests with the recordings' vocabulary, as the loop's reads its
-    target's (``token_text`` None: without one, as before session 37)."""
+    target's (``token_text`` None: without one, as before session 37). ``branch``: a tree's
+    second branch (replay_lookup's); ``collect``: a list that gets each request's
+    (workload, ReplayResult)."""
     from _vocabulary import recorded_text
 
     from pyspec.llama.drafting.lookup import PromptLookup
@@ -159,8 +176,11 @@ def replay_row(
             drafter=drafter,
             max_tokens=max_tokens,
             confidence=confidence[0] if confidence else None,
+            branch=branch,
         )
         speedups.setdefault(workload, []).append(result.speedup)
+        if collect is not None:
+            collect.append((workload, result))
     return speedups
 
 

@@ -1,48 +1,43 @@
-"""Would a tree of drafts pay on this machine? Chains against trees on the real workloads, in
-the target's measured batch costs.
+"""Would a tree of drafts pay on these machines? Chains against trees on the real workloads,
+in each CPU's measured batch costs.
 
 A tree verifies a second branch beside the chain in the same llama.cpp batch: here the
 branch at the root, the continuation after the context's longest earlier match that starts
-with a different first token than the chain's (the suffix index's runner-up). It can only
+with a different first token than the chain's (a suffix index's runner-up). It can only
 win where the chain's first draft is rejected and the runner-up's first token is the
 target's; it costs its tokens in every batch it rides in. So the outlook needs two measured
 things: how often the runner-up is right when the chain is wrong on the real workloads, and
-what the extra batch rows cost (``docs/results/llama-builds.json``: milliseconds per
-``llama_decode`` of n tokens on this build).
+what the extra batch rows cost on each CPU.
 
-Per request of bench_draftless's workloads (8 ShareGPT chats and the 5 code edits, Qwen2.5-
-Coder 1.5B, 96 greedy tokens, the outputs decoded once by plain llama-cpp-python and cached),
-the loop is replayed as ``pyspec.testing.replay`` replays it (the real PromptLookup, the real
-cost model, greedy acceptance against the recorded output), once with chains and once per
-branch length with trees; the speedups are in cost units (plain cost over spent), so they do
-not depend on this run's timing. Nothing here is a wall-clock claim about trees: it is the
+Per request of bench_draftless's workloads (24 ShareGPT chats and the 5 code edits, Qwen2.5-
+Coder 1.5B, 96 tokens, greedy and sampled at 0.8, recorded once and cached: _recordings,
+bench_confidence_rules), the loop is replayed as it runs by default
+(``bench_policy_ceiling.DEFAULT_RULES``: the real PromptLookup with its memory of earlier
+requests, the real cost model from a calibrated curve, one controller through the requests in
+bench_draftless's order; ``pyspec.testing.replay``), with chains, with a root branch of 1, 2
+or 4 tokens, and, as a bound no tree reaches (a tree places its branches before the target
+has spoken), a branch of 4 placed at the very node where the chain is rejected. Each is
+weighed in each CPU's measured curve and the latest curve a live run calibrated on it
+(``machine_curves``). The controller decides as for the chain alone, so a tree's speedup
+differs from the chain's only by what its branch costs and rescues. Cost units: the figures
+do not depend on this run's timing. Nothing here is a wall-clock claim about trees: it is the
 gain an exact tree verifier could reach at best, before its own overhead.
 
-    pyspec bench tree-outlook   # or: pytest benchmarks/bench_tree_outlook.py
+    pyspec bench tree-outlook   # or: pytest benchmarks/bench_tree_outlook.py -s
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-from pathlib import Path
-
 import numpy as np
-from _sharegpt import chats_asked
-from bench_draftless import MAX_TOKENS, THREADS, render_chat
 
-N_CHATS = chats_asked(8)
-# How the recorded outputs are decoded: as bench_draftless's live modes decode (flash attention
-# on, llama.cpp's own default), so a replay follows the text the live bench's plain
-# llama-cpp-python writes. With flash attention off (the recordings before session 40), 11 of
-# the 24 greedy chats left that text at a near-tie, at their 0th-43rd token
-# (docs/draftless-runs.md).
-RECORDING = dict(n_ctx=4096, n_threads=THREADS, verbose=False, flash_attn=True)
-RECORDING_KEY = "flash attention on"
 BRANCH_LENGTHS = (1, 2, 4)
 MIN_MATCH, MAX_MATCH = 2, 8
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+# name -> (branch length, placed where the chain is rejected); 0: chains alone
+PLACEMENTS = {
+    "chains": (0, False),
+    **{f"root branch of {n}": (n, False) for n in BRANCH_LENGTHS},
+    f"branch of {BRANCH_LENGTHS[-1]} at the rejection": (BRANCH_LENGTHS[-1], True),
+}
 
 
 def runner_up(tokens: list, exclude: int, length: int) -> list:
@@ -72,194 +67,95 @@ def runner_up(tokens: list, exclude: int, length: int) -> list:
     return []
 
 
-def replay(prompt: list, output: list, costs: dict, branch: int, at_rejection=False) -> dict:
-    """The loop replayed on one recorded greedy output, with a branch of ``branch`` tokens
-    beside every chain (0: chains only): at the root, or (``at_rejection``, an upper bound no
-    tree can reach, since it must place its branches before the target has spoken) at the
-    node where the chain is rejected. Cost units, as pyspec.testing.replay."""
-    from pyspec.llama.drafting.adaptive import FREE_DRAFTER, DraftLengthController
-    from pyspec.llama.drafting.lookup import PromptLookup
-    from pyspec.llama.rounds import Round
-    from pyspec.testing.replay import batch_cost
+def branch_for(length: int, at_rejection: bool):
+    """replay_lookup's ``branch``: the runner-up of ``length`` tokens beside the chain's first
+    draft, or (``at_rejection``) beside the draft where the chain is rejected (none where the
+    whole chain passes)."""
 
-    drafter = PromptLookup()
-    controller = DraftLengthController(0, 16, watch=dataclasses.replace(FREE_DRAFTER))
-    i, spent = 1, 0.0
-    tally = dict(rounds=0, rejections=0, runner_up=0, runner_up_right=0, branch_tokens=0)
-    while i < len(output):
-        context = list(prompt) + list(output[:i])
-        draft = drafter.draft(context, 16, None, len(context))
-        k = (
-            controller.choose(len(draft.tokens), draft.bucket, draft_cost=0.0)
-            if draft.tokens
-            else 0
+    def branch(context: list, drafts: list, accepted: int) -> tuple:
+        node = accepted if at_rejection else 0
+        if node >= len(drafts):
+            return 0, []
+        return node, runner_up(list(context) + drafts[:node], drafts[node], length)
+
+    return branch
+
+
+def machine_curves() -> dict:
+    """The curves a tree is weighed in: each CPU's measured build curve and, per machine and
+    build, the latest curve a live bench_draftless run calibrated there (bench_slow_start's
+    curves, which also hold the dear test curve and every older calibration)."""
+    from bench_slow_start import curves
+
+    out, latest = {}, {}
+    for name, costs in curves().items():
+        if name.endswith(" build"):
+            out[name] = costs
+        elif ", calibrated by " in name:
+            machine, _, source = name.partition(", calibrated by ")
+            date = source.rsplit(" ", 1)[-1]
+            if machine not in latest or date >= latest[machine][0]:
+                latest[machine] = (date, name, costs)
+    out.update((name, costs) for _, name, costs in latest.values())
+    return out
+
+
+def summarise(collected: list) -> dict:
+    """Per workload, over (workload, ReplayResult) pairs: the speedup's geometric mean and
+    the rounds and branch counts summed."""
+    out: dict = {}
+    for workload, r in collected:
+        out.setdefault(workload, []).append(r)
+    return {
+        workload: dict(
+            requests=len(rs),
+            speedup=float(np.exp(np.mean(np.log([r.speedup for r in rs])))),
+            rounds=sum(r.plain_steps + r.verify_steps for r in rs),
+            verify_rounds=sum(r.verify_steps for r in rs),
+            **{
+                key: sum(getattr(r, key) for r in rs)
+                for key in ("branch_rejections", "branch_offers", "branch_rescues", "branch_tokens")
+            },
         )
-        drafts = draft.tokens[:k]
-        accepted = 0
-        while (
-            accepted < k and i + accepted < len(output) and drafts[accepted] == output[i + accepted]
-        ):
-            accepted += 1
-        emitted = min(accepted + 1, len(output) - i)
-        node = accepted if at_rejection else 0  # where the branch leaves the chain
-        rejected = k and accepted == node and accepted < k
-        extra = []
-        if branch and k and (rejected or not at_rejection):
-            extra = runner_up(context + drafts[:node], drafts[node], branch)
-        if rejected:
-            tally["rejections"] += 1
-            tally["runner_up"] += bool(extra)
-        at = i + node
-        if rejected and extra and at < len(output) and extra[0] == output[at]:  # the target's
-            tally["runner_up_right"] += 1
-            run = 0
-            while run < len(extra) and at + run < len(output) and extra[run] == output[at + run]:
-                run += 1
-            emitted = min(node + run + 1, len(output) - i)
-        cost = batch_cost(costs, 1 + k + len(extra))
-        spent += cost
-        tally["rounds"] += 1
-        tally["plain_rounds"] = tally.get("plain_rounds", 0) + (not k)
-        tally["branch_tokens"] += len(extra)
-        r = Round(
-            bucket=draft.bucket,
-            offered=k,
-            verified=k,
-            accepted=accepted,
-            emitted=min(accepted + 1, len(output) - i),  # the controller learns the chain
-            batch=k + 1,
-            target_seconds=batch_cost(costs, k + 1),
-            round_seconds=batch_cost(costs, k + 1),
-            shadow_match=(draft.tokens[0] == output[i]) if not k and draft.tokens else None,
-        )
-        controller.observe(r)
-        i += emitted
-    tally["speedup"] = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
-    return tally
-
-
-def _decoded_outputs(
-    llm, prompts: list, temperature: float = 0.0, seed: int = 0, max_tokens: int = MAX_TOKENS
-) -> list:
-    """Each prompt's output (``max_tokens`` or to the end of text), decoded once by plain
-    llama-cpp-python (``llm``, made with RECORDING's setup) and cached by the prompt's tokens
-    (a fresh machine decodes them): greedy at temperature 0, else sampled with
-    llama-cpp-python's default top-k, top-p and min-p, request i seeded with seed + i so that
-    each recording repeats."""
-    from pyspec.cache import cache_dir
-
-    directory = cache_dir() / "tree-outlook"
-    directory.mkdir(parents=True, exist_ok=True)
-    outputs = []
-    for i, ids in enumerate(prompts):
-        # a sampled key names the request's own seed, which depends on its place in the list;
-        # both name the decoding setup (before session 40 the outputs were decoded with
-        # flash attention off, and 11 of the 24 greedy chats left the live bench's text)
-        named = (
-            [max_tokens, ids] if temperature == 0.0 else [max_tokens, temperature, seed + i, ids]
-        )
-        named = [RECORDING_KEY, *named]
-        key = hashlib.sha256(json.dumps(named).encode()).hexdigest()[:16]
-        path = directory / f"{key}.json"
-        if path.is_file():
-            outputs.append(json.loads(path.read_text()))
-            continue
-        if temperature > 0.0:
-            llm.set_seed(seed + i)
-        out = []
-        for tok in llm.generate(ids, temp=temperature):
-            if tok == llm.token_eos():
-                break
-            out.append(int(tok))
-            if len(out) == max_tokens:
-                break
-        path.write_text(json.dumps(out))
-        outputs.append(out)
-        how = "greedy" if temperature == 0.0 else f"sampled at {temperature}"
-        print(f"decoded {len(out)} tokens ({how}) for a {len(ids)}-token prompt", flush=True)
-    return outputs
-
-
-def batch_costs() -> dict:
-    """n -> cost of a decode of n tokens over a decode of one, this build's measured curve."""
-    path = RESULTS / "llama-builds.json"
-    if not path.is_file():
-        raise SystemExit(f"{path} is missing: run `pyspec bench llama-builds` first")
-    info = json.loads(path.read_text())["benchmarks"]
-    ms = next(
-        b["extra_info"]["ms"] for b in info if b["extra_info"]["model"] == "qwen2.5-coder-1.5b"
-    )
-    build = ms["amx"] if "amx" in ms else ms[next(iter(ms))]
-    return {int(n): v / build["1"] for n, v in build.items() if n.isdigit()}
-
-
-def recorded_workloads(
-    n_chats: int,
-    temperature: float = 0.0,
-    seed: int = 0,
-    workloads: list | None = None,
-    max_tokens: int = MAX_TOKENS,
-):
-    """(workloads, prompts, outputs): n_chats ShareGPT chats and the code edits, or the given
-    ``workloads`` ((workload, messages) pairs) instead, their prompt tokens, and their outputs
-    (greedy, or sampled at ``temperature`` from ``seed``; up to ``max_tokens``; decoded once,
-    cached)."""
-    import llama_cpp
-
-    from pyspec.testing.models import ensure_model
-
-    target = str(ensure_model("qwen2.5-coder-1.5b"))
-    llm = llama_cpp.Llama(model_path=target, **RECORDING)
-    if workloads is None:
-        from _code_edits import requests as code_requests
-        from _sharegpt import chat_requests
-
-        workloads = [("chat", r["messages"]) for r in chat_requests(llm, n_chats)]
-        workloads += [("code edits", messages) for _, messages in code_requests()]
-    prompts = [
-        llm.tokenize(render_chat(llm, m).encode(), add_bos=True, special=True) for _, m in workloads
-    ]
-    outputs = _decoded_outputs(llm, prompts, temperature, seed, max_tokens)
-    llm.close()
-    return workloads, prompts, outputs
+        for workload, rs in out.items()
+    }
 
 
 def bench_tree_outlook(benchmark):
-    workloads, prompts, outputs = recorded_workloads(N_CHATS)
-    costs = batch_costs()
+    from bench_confidence_rules import all_recordings, orders, replay_in_order
+    from bench_policy_ceiling import DEFAULT_RULES
+
+    recordings = all_recordings()
+    chosen = machine_curves()
 
     def run_all():
-        results = {}
-        for (workload, _), prompt, output in zip(workloads, prompts, outputs):
-            if len(output) < 2:
-                continue
-            for branch in (0, *BRANCH_LENGTHS):
-                results.setdefault(workload, {}).setdefault(str(branch), []).append(
-                    replay(prompt, output, costs, branch)
-                )
-            results[workload].setdefault("oracle", []).append(
-                replay(prompt, output, costs, BRANCH_LENGTHS[-1], at_rejection=True)
-            )
-        return results
+        table: dict = {}
+        for recording, requests in recordings.items():
+            order = orders(requests)["bench"]
+            for curve, costs in chosen.items():
+                for placement, (length, at_rejection) in PLACEMENTS.items():
+                    collected: list = []
+                    branch = branch_for(length, at_rejection) if length else None
+                    replay_in_order(order, costs, DEFAULT_RULES, branch=branch, collect=collected)
+                    by_workload = summarise(collected)
+                    for workload, s in by_workload.items():
+                        table.setdefault(recording, {}).setdefault(curve, {}).setdefault(
+                            workload, {}
+                        )[placement] = s
+                print(f"\n{recording}, {curve}: " + _line(table[recording][curve]), flush=True)
+        return table
 
-    results = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    summary = {}
-    for workload, by_branch in results.items():
-        chain = by_branch["0"]
-        summary[workload] = {
-            "requests": len(chain),
-            "speedup": {
-                b: float(np.exp(np.mean(np.log([t["speedup"] for t in ts]))))
-                for b, ts in by_branch.items()
-            },
-            "rounds": sum(t["rounds"] for t in chain),
-            "verify_rounds": sum(t["rounds"] - t["plain_rounds"] for t in chain),
-        }
-        for placement in (str(BRANCH_LENGTHS[-1]), "oracle"):
-            for key in ("rejections", "runner_up", "runner_up_right"):
-                summary[workload][f"{placement}:{key}"] = sum(t[key] for t in by_branch[placement])
+    table = benchmark.pedantic(run_all, rounds=1, iterations=1)
     benchmark.extra_info.update(
-        max_tokens=MAX_TOKENS, branch_lengths=list(BRANCH_LENGTHS), costs=costs, summary=summary
+        rules=DEFAULT_RULES,
+        placements=list(PLACEMENTS),
+        curves={name: {str(n): c for n, c in costs.items()} for name, costs in chosen.items()},
+        table=table,
     )
-    for workload, s in summary.items():
-        print(f"\n{workload}: {s}", flush=True)
+
+
+def _line(by_workload: dict) -> str:
+    return "; ".join(
+        f"{workload} " + ", ".join(f"{p} {s['speedup']:.3f}x" for p, s in by_placement.items())
+        for workload, by_placement in by_workload.items()
+    )

@@ -4,7 +4,7 @@
 bench_draftless's requests decode after 91-743 tokens of prompt, where long batches cost
 more relative to one token (``docs/results/batch-depth.json``: on the AMX Xeon, 49 tokens
 6.77x one token at 64 and 8.39x at 1024). This replays the loop on the recorded requests
-(``bench_tree_outlook.recorded_workloads``, in bench_draftless's order, one controller and
+(``_recordings.recorded_workloads``, in bench_draftless's order, one controller and
 one lookup with its memory through all, as ``bench_slow_start.replay_row``) with each
 request's true costs the curve at its depth (the prompt plus half the output, the curve
 interpolated linearly between the measured depths and sizes), once starting from the
@@ -72,7 +72,7 @@ def replay(requests: list, curves: dict, follow_depth: bool, depth_scale: float)
 
 
 def main(argv: list) -> None:
-    from bench_tree_outlook import recorded_workloads
+    from _recordings import recorded_workloads
 
     path = Path(argv[0]) if argv else HERE.parent / "docs" / "results" / "batch-depth.json"
     curves = depth_curves(path)

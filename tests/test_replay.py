@@ -261,3 +261,48 @@ def test_the_sure_copy_rule_in_the_replay_acts_only_where_the_target_was_sure():
     assert off[3] == 0 < on[3] <= on[2]  # and its rounds are counted, among the verify steps
     middle = (UNSURE_BELOW + SURE_ABOVE) / 2
     assert replay([middle] * n, SURE_ABOVE) == replay([middle] * n, None)
+
+
+def _with_branch(name, branch):
+    """A recording replayed with chains, and again with ``branch`` beside them."""
+    g = GENERATIONS[name]
+    args = (g["prompt"], g["output"], COSTS[g["model"]])
+    chain = replay_lookup(*args, draft_max=DRAFT_MAX[g["model"]])
+    tree = replay_lookup(*args, draft_max=DRAFT_MAX[g["model"]], branch=branch)
+    return g, chain, tree
+
+
+def test_a_wrong_branch_costs_its_rows_and_changes_no_decision():
+    _, chain, tree = _with_branch("gemma-repeat-0.8-bench-s7", lambda c, d, a: (0, [-1, -1]))
+    same = ("plain_steps", "verify_steps", "drafted", "accepted")
+    assert [getattr(tree, k) for k in same] == [getattr(chain, k) for k in same]
+    assert tree.branch_tokens == 2 * chain.verify_steps > 0
+    assert tree.branch_rejections > 0 and tree.branch_rescues == 0
+    assert tree.speedup < chain.speedup
+
+
+def test_a_branch_is_cut_where_the_chain_may_draft_no_further():
+    g, chain, tree = _with_branch("gemma-repeat-0.8-s2", lambda c, d, a: (0, [-1] * 100))
+    assert tree.branch_tokens == chain.verify_steps * DRAFT_MAX[g["model"]] > 0
+
+
+def test_a_branch_that_is_right_where_the_chain_fails_emits_along_it():
+    rescued_rounds = chain_rounds = 0
+    for name in SAMPLED:
+        g = GENERATIONS[name]
+        prompt, output = g["prompt"], g["output"]
+
+        def oracle(context, drafts, accepted, prompt=prompt, output=output):
+            # the recording's own next tokens where the chain fails
+            if accepted == len(drafts):
+                return 0, []
+            at = len(context) - len(prompt) + accepted
+            return accepted, output[at : at + 3]
+
+        _, chain, tree = _with_branch(name, oracle)
+        # every rejection inside the recording offered a branch, and the branch was right
+        assert tree.branch_rescues == tree.branch_offers
+        assert tree.branch_rejections - tree.branch_offers <= 1  # the recording's end
+        rescued_rounds += tree.plain_steps + tree.verify_steps
+        chain_rounds += chain.plain_steps + chain.verify_steps
+    assert rescued_rounds < 0.95 * chain_rounds  # the rescued tokens were emitted

@@ -48,6 +48,13 @@ class ReplayResult:
     sure_copy_rounds: int = 0  # rounds whose draft was verified as a sure copy (the rule)
     remembered_rounds: int = 0  # rounds the remembered-copy rule believed
     reproduced_rounds: int = 0  # rounds the reproduction rule believed
+    # With a second branch (``replay_lookup``'s ``branch``): the rounds whose chain was
+    # rejected at the branch's node, those of them that had a branch, those where its first
+    # token was the target's, and the branch tokens verified in all.
+    branch_rejections: int = 0
+    branch_offers: int = 0
+    branch_rescues: int = 0
+    branch_tokens: int = 0
 
 
 def batch_cost(costs: dict, n: int) -> float:
@@ -89,6 +96,7 @@ def replay_lookup(
     drafter: Optional[PromptLookup] = None,
     max_tokens: Optional[int] = None,
     confidence: Optional[Sequence[float]] = None,
+    branch: Optional[Callable[[list, list, int], tuple]] = None,
 ) -> ReplayResult:
     """Speedup of prompt-lookup speculation on a recorded generation.
 
@@ -112,7 +120,15 @@ def replay_lookup(
     ``confidence``: per output token, the probability the target gave it (the top of the row
     that decided it, for greedy outputs), so the controller sees the smallest of the last
     UNSURE_WINDOW as the loop shows it with the unsure rule on (None: not known, as on the
-    in-graph path)."""
+    in-graph path). ``branch``: a tree's second branch beside the chain, as an exact tree
+    verifier would check it in the same batch: ``branch(context, drafts, accepted)`` returns
+    ``(node, tokens)``, tokens that leave the chain at its ``node``-th draft (0: at the root)
+    as alternatives to it. They cost their rows in the round's batch; where the chain is
+    rejected at that node and the branch's first token is the recording's, the round emits
+    along the branch. The controller observes each round as its chain alone (its choices
+    stay the chain's), so the speedup differs from the chains' only by what the branch costs
+    and rescues. ``accepted`` is given so that a bound no real tree reaches (the branch
+    placed where the chain fails) can be replayed too."""
     if not output:
         raise ValueError("replay needs at least one output token")
     if drafter is None:
@@ -127,6 +143,7 @@ def replay_lookup(
         controller.new_request()
         draft_max = controller.draft_max
     stats = SpeculationStats()
+    tallies = dict(branch_rejections=0, branch_offers=0, branch_rescues=0, branch_tokens=0)
     i, spent = 1, 0.0  # the first output token comes from the prompt's own logits
     while i < len(output):
         context = list(prompt) + list(output[:i])
@@ -137,8 +154,16 @@ def replay_lookup(
         remaining = None if max_tokens is None else max(max_tokens - i, 0)
         k = controller.choose_free(draft, sure, remaining=remaining)
         accepted = passing(draft.tokens[:k], output, i)
+        emitted = min(accepted + 1, len(output) - i)
+        extra: list = []
+        if branch is not None and k:
+            node, extra = branch(context, list(draft.tokens[:k]), accepted)
+            extra = list(extra)[: max(room - node, 0)]  # no row past the request's limit
+            rescued = _tally_branch(tallies, extra, output, i, node, accepted, k)
+            if rescued:
+                emitted = min(node + rescued + 1, len(output) - i)
         cost = batch_cost(costs, k + 1)
-        spent += cost
+        spent += batch_cost(costs, k + 1 + len(extra))
         observed = cost * (timing(stats.verify_steps + stats.plain_steps, k + 1) if timing else 1.0)
         r = Round(
             bucket=draft.bucket,
@@ -158,7 +183,7 @@ def replay_lookup(
         )
         controller.observe(r)
         stats.add_round(r)
-        i += r.emitted
+        i += emitted
     drafter.end_request(list(prompt) + list(output), len(prompt))
     speedup = (len(output) - 1) * batch_cost(costs, 1) / spent if spent else 1.0
     return ReplayResult(
@@ -172,4 +197,18 @@ def replay_lookup(
         stats.sure_copy_rounds,
         stats.remembered_rounds,
         stats.reproduced_rounds,
+        **tallies,
     )
+
+
+def _tally_branch(tallies: dict, extra: list, output, i: int, node: int, accepted: int, k: int):
+    """Counts one round's branch into ``tallies``; returns how many of its tokens the
+    recording follows where the chain was rejected at the branch's node (0: no rescue)."""
+    tallies["branch_tokens"] += len(extra)
+    if not (accepted == node < k):
+        return 0
+    tallies["branch_rejections"] += 1
+    tallies["branch_offers"] += bool(extra)
+    run = passing(extra, output, i + node)
+    tallies["branch_rescues"] += run > 0
+    return run
