@@ -1006,6 +1006,75 @@ def draft_peer_table(run: Run) -> list:
     return out
 
 
+# --- the draft model at fixed draft lengths against plain (bench_draft_lengths.py) -------
+
+
+def draft_lengths_table(run: Run) -> list:
+    e = run.one("bench_draft_lengths")["extra_info"]
+    s = e["summary"]["chat"]
+    rows = []
+    for m in e["modes"]:
+        speculative = m != "plain"
+        rows.append(
+            (
+                m,
+                f"{s['rate'][m]:.2f}",
+                f"{s['over_plain'][m]:.2f}x",
+                f"{100 * s['acceptance'][m]:.0f}%" if speculative else "",
+                f"{s['tokens_per_round'][m]:.2f}" if speculative else "1",
+                f"{s['verify_over_plain'][m]:.2f}" if speculative else "",
+                f"{s['draft_token_over_plain'][m]:.2f}" if speculative else "",
+                f"{s['draft_prompt_seconds'][m]:.2f}" if speculative else "",
+            )
+        )
+    n = s["requests"]
+    # A request that ends after a token or two is decoded in one round, which the draft
+    # model's prompt pass fills: its rate says nothing of what drafting costs per token.
+    long = [r for r in e["rows"] if r["plain"]["tokens"] >= 8]
+    short = [f"{r['id']} ({r['plain']['tokens']} tokens)" for r in e["rows"] if r not in long]
+
+    def over_plain(m: str) -> float:
+        return math.exp(statistics.fmean(math.log(r[m]["rate"] / r["plain"]["rate"]) for r in long))
+
+    without = ", ".join(f"{m} {over_plain(m):.2f}x" for m in e["modes"] if m != "plain")
+    note = (
+        [
+            "",
+            f"- Without the requests that ended within 8 tokens ({', '.join(short)}), over "
+            f"plain: {without}.",
+        ]
+        if short and long
+        else []
+    )
+    return [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B with the 0.5B draft, {e['threads']} threads, {n} ShareGPT chats, "
+        f"{e['max_tokens']} greedy tokens, flash attention on; the draft model drafts k tokens "
+        "every round (`adaptive=False, draft_min=k, draft_max=k`) and the target verifies them "
+        "in one pass; decode tok/s and its ratio to plain llama-cpp-python are geometric "
+        "means over the requests (they include the draft model's own pass over the prompt, "
+        "in the first round, given apart); a round's verify pass and a drafted token (without "
+        "that pass) are given in plain llama-cpp-python's time per token in the same "
+        "requests:",
+        "",
+        *_table(
+            (
+                "mode",
+                "decode tok/s",
+                "over plain",
+                "accepted",
+                "tokens per round",
+                "verify pass / plain token",
+                "drafted token / plain token",
+                "draft's prompt pass (s per request)",
+            ),
+            rows,
+        ),
+        *note,
+    ]
+
+
 # --- chains against trees of drafts, in measured batch costs (bench_tree_outlook.py) -----
 
 
@@ -1523,6 +1592,11 @@ SECTIONS = {
     "draft-peer-table-family6-model167-later-rules": (
         ("draft-peer-family6-model167-later-rules",),
         draft_peer_table,
+    ),
+    # The 0.5B draft model at fixed draft lengths on the AMX Xeon (session 43).
+    "draft-lengths-table-family6-model167": (
+        ("draft-lengths-family6-model167",),
+        draft_lengths_table,
     ),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),

@@ -87,8 +87,8 @@ def draftless_points(benchmarks):
         if not isinstance(summary, dict):
             continue
         for workload, s in summary.items():
-            rate = s.get("rate", {})
-            if rate.get("plain"):
+            rate = s.get("rate", {}) if isinstance(s, dict) else None
+            if isinstance(rate, dict) and rate.get("plain"):
                 over = {m: r / rate["plain"] for m, r in rate.items() if m != "plain"}
                 out.append((f"{workload} ({s.get('requests', '?')})", over))
     return out

@@ -254,3 +254,37 @@ def test_the_draftless_table_says_whether_pyspecs_weights_were_in_2mb_pages(monk
         {"huge_pages": {"lookup": pages(1003), "before": pages(1003, "some left out")}}
     )
     assert "before 1003 MiB (some left out)." in partial
+
+
+def test_the_draft_length_table_sets_apart_requests_the_draft_models_prompt_pass_fills(
+    monkeypatch,
+):
+    """bench_draft_lengths' summary: a drafted token's cost without the draft model's prompt
+    pass, and the table's ratio without the requests that ended within a round or two."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from _bench_json import Run
+    from _readme_sections import draft_lengths_table
+    from bench_draft_lengths import summarise
+
+    def request(rid, plain_rate, rate, tokens, prompt_pass):
+        speculative = dict(
+            rate=rate, tokens=tokens, drafted=10, accepted=5, rounds=5,
+            target_ms_per_round=100.0, draft_ms_per_round=20.0 + 200.0 * prompt_pass,
+            draft_prompt_seconds=prompt_pass,
+        )  # fmt: skip
+        return {"id": rid, "plain": dict(rate=plain_rate, tokens=tokens), "k=1": speculative}
+
+    rows = [request("long", 10.0, 5.0, 96, 1.0), request("short", 10.0, 1.0, 2, 0.5)]
+    s = summarise(rows, ["plain", "k=1"])["chat"]
+    assert s["over_plain"]["k=1"] == pytest.approx((0.5 * 0.1) ** 0.5)
+    # 5 rounds of 20 ms drafting 10 tokens per request once the prompt passes are taken out:
+    # 10 ms a drafted token, against plain's 100 ms a token
+    assert s["draft_token_over_plain"]["k=1"] == pytest.approx(0.1)
+    assert s["draft_prompt_seconds"]["k=1"] == pytest.approx(0.75)
+    extra = dict(max_tokens=96, threads=2, modes=["plain", "k=1"], rows=rows, summary={"chat": s})
+    data = {"benchmarks": [{"name": "bench_draft_lengths", "extra_info": extra}]}
+    table = "\n".join(draft_lengths_table(Run("x", REPO / "docs" / "results" / "x.json", data)))
+    assert "ended within 8 tokens (short (2 tokens)), over plain: k=1 0.50x." in table
+    rows[1] = request("short", 10.0, 1.0, 96, 0.5)
+    table = "\n".join(draft_lengths_table(Run("x", REPO / "docs" / "results" / "x.json", data)))
+    assert "ended within" not in table

@@ -81,6 +81,12 @@ SUITES = {
         16.0,  # (Python modes decode to 168 tokens since session 17)
         "lookup + the 0.5B draft model against llama.cpp's draft-simple with the same draft",
     ),
+    "draft-lengths": (
+        ["bench_draft_lengths.py", "-s"],
+        8.0,
+        "the 0.5B draft model at fixed draft lengths 1-4 against plain, on the chats: "
+        "whether a draft model pays on this CPU",
+    ),
     "plain-stretch": (
         ["bench_plain_stretch.py"],
         14.0,
@@ -156,6 +162,7 @@ CHAT_SUITES = frozenset(
         "draftless",
         "slow-start",
         "draft-peer",
+        "draft-lengths",
         "plain-stretch",
         "confidence-rules",
         "policy-ceiling",
