@@ -921,3 +921,15 @@ def test_the_confidence_is_the_raw_rows_top_probability(qwen_path, monkeypatch):
         assert calls and all(calls)
         confidence = llm.speculation.last_request.confidence
         assert len(confidence) == confidence.maxlen and all(0 < c <= 1 for c in confidence)
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_a_draft_model_runs_with_its_targets_threads_and_flash_attention(gemma_path, flash_attn):
+    llm = SpeculativeLlama(gemma_path, draft=gemma_path, flash_attn=flash_attn, **KW)
+    try:
+        mine = llm.speculation.drafter.llama.context_params
+        assert mine.n_threads == llm.context_params.n_threads == KW["n_threads"]
+        assert mine.flash_attn_type == llm.context_params.flash_attn_type
+        assert (mine.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED) == flash_attn
+    finally:
+        llm.close()

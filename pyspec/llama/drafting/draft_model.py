@@ -38,7 +38,9 @@ class DraftModel(Drafter):
 
     ``model``: a path to a GGUF file or a ``llama_cpp.Llama``. ``draft_top_k`` caps the
     draft's candidate set when the target's top-k is off (any q is exact; a small one is
-    cheap to pass).
+    cheap to pass). ``flash_attn``: as llama-cpp-python's (SpeculativeLlama passes its
+    target's: the draft's pass over a long prompt runs about 7% faster with it on an AMX
+    Xeon, and llama.cpp's own tools turn it on for both models).
     """
 
     name = "draft-model"
@@ -54,6 +56,7 @@ class DraftModel(Drafter):
         n_batch: int = 512,
         verbose: bool = False,
         huge_pages: bool = True,
+        flash_attn: bool = False,
     ):
         import llama_cpp
 
@@ -70,6 +73,7 @@ class DraftModel(Drafter):
                 n_batch=n_batch,
                 logits_all=False,
                 verbose=verbose,
+                flash_attn=flash_attn,
             )
             if n_threads:
                 kwargs["n_threads"] = n_threads

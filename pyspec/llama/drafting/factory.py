@@ -47,6 +47,8 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
             p_min=draft_p_min,
             n_ctx=target.n_ctx(),
             n_threads=target.context_params.n_threads,
+            flash_attn=target.context_params.flash_attn_type
+            == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
             # as the target's weights were (SpeculativeLlama's huge_pages; on by default)
             huge_pages=getattr(getattr(target, "huge_pages", None), "asked", True),
         )
