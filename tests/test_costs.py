@@ -395,3 +395,24 @@ def test_quiet_replays_are_as_good_as_with_the_one_shot_calibration():
     # From a cached shape (a later process): at least as good.
     shape = {n: c for n, c in COSTS["qwen2.5-coder-1.5b"].items() if n > 1}
     assert _replay("qwen-rename-greedy", cost_prior=shape).speedup >= 2.1
+
+
+def test_the_cache_keeps_a_curve_per_flash_attention_setting(monkeypatch, tmp_path):
+    import types
+
+    import llama_cpp
+
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+
+    def fake(flash):
+        params = llama_cpp.llama_context_default_params()
+        params.flash_attn_type = flash
+        return types.SimpleNamespace(model_path=str(model), context_params=params, n_batch=512)
+
+    on = cost_cache.cost_cache_file(fake(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED))
+    off = cost_cache.cost_cache_file(fake(llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED))
+    assert on is not None and off is not None and on != off
+    assert on == cost_cache.cost_cache_file(fake(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED))

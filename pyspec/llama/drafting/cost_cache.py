@@ -72,6 +72,9 @@ def cost_cache_file(llama) -> Optional[Path]:
         n_threads_batch=params.n_threads_batch,
         n_batch=llama.n_batch,
         n_ubatch=params.n_ubatch,
+        # Flash attention changes what attention costs as the context grows (since session 43;
+        # a curve measured without it was read with it before).
+        flash_attn_type=int(params.flash_attn_type),
         cpu=platform.processor() or platform.machine(),
         cpus=os.cpu_count(),
         llama_cpp=llama_cpp.__version__,
