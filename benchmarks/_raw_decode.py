@@ -19,7 +19,10 @@ def raw_greedy_rate(llm, prompt_ids: list, n_gen: int) -> float:
     llm.eval(prompt_ids)  # llama-cpp-python's own prompt pass (it clears the cache first)
     ctx = llm._ctx.ctx
     n_vocab = llm.n_vocab()
-    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    # The prompt's last row from llama.cpp itself: llama-cpp-python's scores hold n_batch
+    # rows without logits_all, so a prompt of n_batch tokens or more has no row n_tokens - 1.
+    last = np.ctypeslib.as_array(low.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
+    token = int(last.argmax())
     pos = len(prompt_ids)
     batch = low.llama_batch_init(1, 0, 1)
     stamps = []
