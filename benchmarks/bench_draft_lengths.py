@@ -19,7 +19,7 @@ and which is given apart).
 from __future__ import annotations
 
 from _sharegpt import chats_asked
-from bench_draftless import MAX_TOKENS, THREADS, _geo, render_chat, run_python
+from bench_draftless import MAX_TOKENS, THREADS, _geo, run_requests
 
 N_CHATS = chats_asked(8)
 DRAFT_LENGTHS = (1, 2, 3, 4)
@@ -30,18 +30,20 @@ def mode_name(k: int) -> str:
 
 
 class PromptPasses:
-    """Wraps a DraftModel's ``draft`` to keep, per request, what its first call spent
-    catching up on the prompt (the draft model's own prompt pass): it falls in the first
+    """Wraps a DraftModel's ``draft`` to keep, per request (one entry per ``start_request``,
+    which the loop calls once per request; 0 where nothing was drafted), what its first call
+    spent catching up on the prompt (the draft model's own prompt pass): it falls in the first
     round, after the first token, so it counts in the decode rate, and the steady cost of a
     drafted token is read without it."""
 
     def __init__(self, drafter):
         self.seconds: list = []
-        self._draft, self._fresh = drafter.draft, True
+        self._draft, self._fresh = drafter.draft, False
         drafter.draft = self._wrapped
         start = drafter.start_request
 
         def start_request():
+            self.seconds.append(0.0)
             self._fresh = True
             start()
 
@@ -50,7 +52,7 @@ class PromptPasses:
     def _wrapped(self, *args, **kwargs):
         result = self._draft(*args, **kwargs)
         if self._fresh:
-            self.seconds.append(result.catch_up_seconds)
+            self.seconds[-1] = result.catch_up_seconds
             self._fresh = False
         return result
 
@@ -106,25 +108,14 @@ def bench_draft_lengths(benchmark, monkeypatch):
         passes[mode_name(k)] = PromptPasses(objects[mode_name(k)].speculation.drafter)
     modes = list(objects)
     chats = chat_requests(objects["plain"], N_CHATS)
+    workloads = [("chat", c["id"], c["messages"]) for c in chats]
 
     def run_all():
-        rows = []
-        for i, chat in enumerate(chats):
-            text = render_chat(objects["plain"], chat["messages"])
-            ids = objects["plain"].tokenize(text.encode(), add_bos=True, special=True)
-            row = {"id": chat["id"], "prompt_tokens": len(ids)}
-            for m in modes if i % 2 == 0 else modes[::-1]:
-                got = run_python(objects[m], ids)
-                got.pop("_stamps")
-                if m in passes:
-                    got["draft_prompt_seconds"] = passes[m].seconds[-1]
-                row[m] = got
-            rows.append(row)
-            print(
-                f"\n{chat['id']} ({len(ids)} tokens): "
-                + ", ".join(f"{m} {row[m]['rate']:.1f}" for m in modes),
-                flush=True,
-            )
+        # bench_draftless's request loop, with no C++ mode (no tools, no work folder)
+        rows = run_requests(workloads, modes, objects["plain"], objects, None, target, None)
+        for m, p in passes.items():
+            for row, seconds in zip(rows, p.seconds, strict=True):
+                row[m]["draft_prompt_seconds"] = seconds
         return rows
 
     rows = benchmark.pedantic(run_all, rounds=1, iterations=1)

@@ -194,7 +194,7 @@ def run_requests(
                 got = run_python(python_modes[mode], ids)
             row[mode] = got
         cpp = [m for m in modes if m.startswith("c++ ")]
-        best = max(cpp, key=lambda m: row[m]["rate"])
+        best = max(cpp, key=lambda m: row[m]["rate"], default=None)  # None: Python modes only
         for mode in python_modes:  # each over as many tokens as each C++ mode decoded
             stamps = row[mode].pop("_stamps")
             valid = cpp

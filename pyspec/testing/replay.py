@@ -154,7 +154,7 @@ def replay_lookup(
         remaining = None if max_tokens is None else max(max_tokens - i, 0)
         k = controller.choose_free(draft, sure, remaining=remaining)
         accepted = passing(draft.tokens[:k], output, i)
-        emitted = min(accepted + 1, len(output) - i)
+        emitted = chain_emitted = min(accepted + 1, len(output) - i)
         extra: list = []
         if branch is not None and k:
             node, extra = branch(context, list(draft.tokens[:k]), accepted)
@@ -170,7 +170,7 @@ def replay_lookup(
             offered=k,
             verified=k,
             accepted=accepted,
-            emitted=min(accepted + 1, len(output) - i),
+            emitted=chain_emitted,  # the controller learns the chain (a branch aside)
             batch=k + 1,
             target_seconds=observed,
             round_seconds=observed,
