@@ -95,6 +95,22 @@ def test_plain_no_draft_and_compare_modes(gemma_path):
     assert "llama_kv_cache" in loud.stderr
 
 
+def test_flash_attention_is_on_unless_turned_off(gemma_path):
+    # llama.cpp's own tools run with flash attention; llama-cpp-python leaves it off unless
+    # asked. The CLI asks, in every mode, and llama.cpp's context log says what it got.
+    for mode in ("--lookup", "--plain"):
+        on = run_pyspec("generate", "-m", gemma_path, "-p", "x", "-n", "2", mode, "--verbose")
+        assert on.returncode == 0, on.stderr
+        assert re.search(r"llama_context: flash_attn\s*=\s*enabled", on.stderr), mode
+        assert "flash attention on" in on.stderr
+        off = run_pyspec(
+            "generate", "-m", gemma_path, "-p", "x", "-n", "2", mode, "--verbose", "--no-flash-attn"
+        )
+        assert off.returncode == 0, off.stderr
+        assert re.search(r"llama_context: flash_attn\s*=\s*disabled", off.stderr), mode
+        assert "flash attention off" in off.stderr
+
+
 def test_demo_picks_the_drafter_that_pays_and_says_why():
     # No earlier run is known here (the tests keep the cost cache off): the draft model's
     # outlook comes from the default batch curve, on which a 0.5B draft for a 1.5B target

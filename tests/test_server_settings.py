@@ -22,11 +22,14 @@ def test_short_options_and_defaults(tmp_path):
     server, (settings,) = _settings("-m", str(model), "--draft-max", "8", "--port", "9001")
     assert (settings.model, settings.draft, settings.draft_max) == (str(model), "lookup", 8)
     assert settings.logits_all is False  # logprobs are answered per request without it
+    assert settings.flash_attn is True  # as llama.cpp's own server runs
     assert server.interrupt_requests is False and server.port == 9001
     _, (settings,) = _settings("-m", str(model), "-md", str(model), "--draft_p_min", "0.3")
     assert settings.draft == str(model) and settings.draft_p_min == 0.3
     _, (settings,) = _settings("--model", str(model), "--no-draft")
     assert settings.draft == "none"
+    _, (settings,) = _settings("--model", str(model), "--flash_attn", "false")
+    assert settings.flash_attn is False
 
 
 def test_config_file_with_a_drafter_per_model(tmp_path):

@@ -73,6 +73,13 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-c", "--ctx-size", type=int, default=4096)
     p.add_argument(
+        "--flash-attn",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="flash attention in llama.cpp's attention (default: on, as in llama.cpp's own "
+        "tools; llama-cpp-python leaves it off unless asked)",
+    )
+    p.add_argument(
         "-t",
         "--threads",
         type=int,
@@ -309,7 +316,12 @@ def run(target: str, draft, args, default_prompt: str) -> int:
     prompt = read_prompt(args, default_prompt)
     if not prompt.strip():
         raise UsageError("the prompt is empty")
-    common = dict(n_ctx=args.ctx_size, verbose=args.verbose, n_threads=args.threads)
+    common = dict(
+        n_ctx=args.ctx_size,
+        verbose=args.verbose,
+        n_threads=args.threads,
+        flash_attn=args.flash_attn,
+    )
     request = dict(
         max_tokens=args.max_tokens,
         temperature=args.temp,
@@ -329,7 +341,8 @@ def run(target: str, draft, args, default_prompt: str) -> int:
         what = f"draft model {draft}"
     else:
         what = "prompt lookup"
-    print(f"pyspec: loading {target} with {what}", file=sys.stderr)
+    attention = "flash attention " + ("on" if args.flash_attn else "off")
+    print(f"pyspec: loading {target} with {what}, {attention}", file=sys.stderr)
     if args.plain:
         llm = llama_cpp.Llama(model_path=target, **common)
     else:
