@@ -1,10 +1,12 @@
 """pyspec serve's app: llama_cpp.server's own FastAPI app, with speculative models.
 
 Nothing of llama_cpp.server is re-implemented: its app factory builds the routes, request
-models, locks and error handling. pyspec changes three things:
+models, locks and error handling. pyspec changes these things:
 - the model loader: llama_cpp.server builds its model proxy from the module's ``LlamaProxy``
   name; pyspec points that name at a subclass whose loader calls llama-cpp-python's own and
   then ``enable_speculation`` with the model's ``draft`` settings;
+- every model is loaded and run on one thread of its own (``compute_thread``: llama.cpp's
+  OpenMP teams slow every decode once several threads have decoded);
 - every completion (streamed or not, chat or not) carries the request's speculation
   statistics in an extra ``"pyspec"`` field (added by an ASGI middleware: OpenAI clients
   ignore unknown fields; the openai package exposes it as ``response.model_extra``);
@@ -27,6 +29,7 @@ from llama_cpp.server.model import LlamaProxy
 from pyspec.llama import enable_speculation
 from pyspec.llama.drafting.calibration import calibrate_once
 from pyspec.llama.huge_pages import into_huge_pages
+from pyspec.serve import compute_thread
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
@@ -75,6 +78,13 @@ class SpeculativeLlamaProxy(LlamaProxy):
 
     @staticmethod
     def load_llama_from_model_settings(settings) -> llama_cpp.Llama:
+        # loaded, calibrated and run on one thread: llama.cpp's OpenMP teams (compute_thread)
+        llama = compute_thread.run(SpeculativeLlamaProxy._load, settings)
+        compute_thread.pin_entry_points(llama)
+        return llama
+
+    @staticmethod
+    def _load(settings) -> llama_cpp.Llama:
         with into_huge_pages() as pages:  # (PYSPEC_HUGE_PAGES=off leaves them)
             llama = LlamaProxy.load_llama_from_model_settings(settings)
         llama.huge_pages = pages
