@@ -1,4 +1,5 @@
-"""llama.cpp's own C++ tools (``llama-speculative-simple``, ``llama-bench``), the fair peer.
+"""llama.cpp's own C++ tools (``llama-speculative-simple``, ``llama-bench``, and
+``llama-server`` for the server benchmark), the fair peer.
 
 Built from the llama.cpp sources vendored in the llama-cpp-python sdist the installed wheel
 was built from, with the very CMake arguments ``pyspec install-llama`` gave that wheel (and
@@ -6,6 +7,7 @@ pyspec's AMX fix when the build has AMX): the same kernels as the Python side, s
 difference is the loops', not the builds'. Cached under ``~/.cache/pyspec/llama-tools/<key>``.
 
     python benchmarks/_llama_cpp_tools.py   # builds (about 6 minutes on 2 cores), prints the path
+    python benchmarks/_llama_cpp_tools.py llama-server   # the server, in a directory of its own
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pyspec.cache import cache_dir as cache_root
 from pyspec.tools import install_llama as llama_build
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
+# Built apart, so that the tools' cached build (keyed by its targets) stays valid.
+SERVER_TARGETS = ("llama-server",)
 
 
 class ToolsUnavailable(RuntimeError):
@@ -41,13 +45,13 @@ def _cmake_args() -> list:
     return list(build["cmake_args"])
 
 
-def tools_dir(cmake_args: list) -> Path:
+def tools_dir(cmake_args: list, targets: tuple = TARGETS) -> Path:
     key = hashlib.sha256(
         json.dumps(
             {
                 "args": cmake_args,
                 "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
-                "targets": TARGETS,
+                "targets": targets,
             }
         ).encode()
     ).hexdigest()[:16]
@@ -69,11 +73,11 @@ def _source(directory: Path, amx: bool) -> Path:
     return llama_build.unpack_sdist(sdist, directory, amx_fix=amx) / "vendor" / "llama.cpp"
 
 
-def ensure_tools(*, quiet: bool = False) -> Path:
-    """The directory holding the built tools; builds them the first time."""
+def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
+    """The directory holding the built ``targets``; builds them the first time."""
     cmake_args = _cmake_args()
-    directory = tools_dir(cmake_args)
-    if all(binary(directory, t).exists() for t in TARGETS):
+    directory = tools_dir(cmake_args, targets)
+    if all(binary(directory, t).exists() for t in targets):
         return directory
     if shutil.which("cmake") is None:
         raise ToolsUnavailable("cmake is not on PATH")
@@ -93,15 +97,18 @@ def ensure_tools(*, quiet: bool = False) -> Path:
         "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_EXAMPLES=ON",
         "-DLLAMA_BUILD_TOOLS=ON",
-        "-DLLAMA_BUILD_SERVER=OFF",
+        f"-DLLAMA_BUILD_SERVER={'ON' if 'llama-server' in targets else 'OFF'}",
+        # the server's web page is fetched from a model hub, which these machines cannot
+        # reach: llama-server is built without it (its API is what is measured)
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
         *cmake_args,
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
-    _log(f"building {', '.join(TARGETS)} from the vendored sources with {' '.join(cmake_args)}")
+    _log(f"building {', '.join(targets)} from the vendored sources with {' '.join(cmake_args)}")
     for cmd in (
         configure,
-        ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *TARGETS],
+        ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", *targets],
     ):
         done = subprocess.run(
             cmd, stdout=subprocess.DEVNULL if quiet else sys.stderr, stderr=subprocess.STDOUT
@@ -217,4 +224,4 @@ def bench_tg(
 
 
 if __name__ == "__main__":
-    print(ensure_tools())
+    print(ensure_tools(tuple(sys.argv[1:]) or TARGETS))

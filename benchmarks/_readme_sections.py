@@ -1075,6 +1075,75 @@ def draft_lengths_table(run: Run) -> list:
     ]
 
 
+# --- pyspec serve against llama.cpp's llama-server, openai client (bench_server_chats.py) --
+
+
+def server_chats_table(run: Run) -> list:
+    e = run.one("bench_server_chats")["extra_info"]
+    summary = e["summary"]
+    workloads = list(summary)
+
+    def cells(workload, mode):
+        m = summary[workload]["modes"][mode]
+        acceptance = "" if m["acceptance"] is None else f"{100 * m['acceptance']:.0f}%"
+        return [f"{m['rate']:.2f}", f"{m['over_plain']:.2f}x", f"{m['seconds']:.1f}", acceptance]
+
+    header = ["server"]
+    for w in workloads:
+        n = summary[w]["requests"]
+        header += [
+            f"{w} ({n}): decode tok/s",
+            "over plain",
+            "whole requests (s)",
+            "accepted",
+        ]
+    rows = [[f"`{mode}`"] + sum((cells(w, mode) for w in workloads), []) for mode in e["modes"]]
+    lead = []
+    for w in workloads:
+        s = summary[w]
+        if s.get("best_cpp"):
+            lead.append(
+                f"{w}: {s['pyspec_over_best_cpp']:.2f}x llama-server's best mode there "
+                f"(`{s['best_cpp']}`)"
+            )
+    memory = e.get("pyspec_memory") or {}
+    lookups = memory.get("memory_lookups_total") or 0
+    remembered = (
+        f" Its memory of earlier requests answered {memory['memory_hits_total']:.0f} of "
+        f"{lookups:.0f} lookups ({100 * memory['memory_hits_total'] / lookups:.0f}%) and held "
+        f"{memory['memory_tokens']:.0f} tokens at the end."
+        if lookups
+        else ""
+    )
+    same = ", ".join(
+        f"{w} {summary[w]['modes']['pyspec serve']['same_text_as_plain']}/{summary[w]['requests']}"
+        for w in workloads
+    )
+    return [
+        run.measured_line(),
+        "",
+        f"Qwen2.5-Coder 1.5B on every server, {e['threads']} threads, a context of "
+        f"{e['n_ctx']}, one slot, flash attention on, all servers up at once on one machine "
+        "(one works at a time); llama-server built from the llama.cpp sources vendored in "
+        "llama-cpp-python with the wheel's own CMake flags, each `--spec-type` at its "
+        f"defaults; {e['conversations']} ShareGPT conversations answered turn by turn (the "
+        "history holds the model's own greedy answers, the same messages for every server), "
+        f"then the five code edits; {e['max_tokens']} greedy tokens a request, streamed, each "
+        "request sent to every server in a rotating order. Decode tok/s after the first "
+        "streamed token on the `openai` client's clock (geometric mean over the requests; "
+        "tokens: the answer text's, in the model's vocabulary), its ratio to plain "
+        "llama-cpp-python (`python -m llama_cpp.server --logits_all false --flash_attn "
+        "true`; geometric mean of the per-request ratios), whole-request seconds summed "
+        "(sent to last chunk, prompt included), and the drafted tokens accepted:",
+        "",
+        *_table(header, rows),
+        "",
+        f"`pyspec serve`: {'; '.join(lead)}.{remembered} Its answers were plain "
+        f"llama-cpp-python's text in {same} requests (greedy: the batched verify's logits "
+        "differ slightly from one-token ones, so a text may part at a near-tie).",
+    ]
+
+
 # --- chains against trees of drafts, in measured batch costs (bench_tree_outlook.py) -----
 
 

@@ -288,3 +288,49 @@ def test_the_draft_length_table_sets_apart_requests_the_draft_models_prompt_pass
     rows[1] = request("short", 10.0, 1.0, 96, 0.5)
     table = "\n".join(draft_lengths_table(Run("x", REPO / "docs" / "results" / "x.json", data)))
     assert "ended within" not in table
+
+
+def test_the_server_chats_summary_and_table(monkeypatch):
+    """bench_server_chats' summary: each server's decode rate, its ratio to plain per request,
+    acceptance where the server reports drafts, llama-server's best mode; and the table
+    that says them, with pyspec's memory."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    pytest.importorskip("openai")
+    from _bench_json import Run
+    from _readme_sections import server_chats_table
+    from bench_server_chats import rate_after_first, summarise
+
+    assert rate_after_first({"stamps": [1.0, 3.0]}, 11) == pytest.approx(5.0)
+    assert rate_after_first({"stamps": [1.0]}, 1) == 0.0  # nothing to time
+
+    def mode(rate, drafted=None, accepted=None, text="same"):
+        return dict(
+            rate=rate, seconds=10.0, drafted=drafted, accepted=accepted,
+            same_text_as_plain=text == "same",
+        )  # fmt: skip
+
+    modes = ["llama-cpp-python", "pyspec serve", "llama-server", "llama-server ngram-simple"]
+    rows = [
+        {"workload": "chat", "id": "a#0", "modes": dict(zip(modes, [
+            mode(10.0), mode(20.0, 8, 6), mode(11.0), mode(12.0, 10, 5)]))},
+        {"workload": "chat", "id": "a#1", "modes": dict(zip(modes, [
+            mode(10.0), mode(5.0, 8, 2, text="other"), mode(11.0), mode(12.0, 10, 5)]))},
+    ]  # fmt: skip
+    s = summarise(rows, modes)["chat"]
+    assert s["modes"]["pyspec serve"]["over_plain"] == pytest.approx(1.0)  # 2x and 0.5x
+    assert s["modes"]["pyspec serve"]["acceptance"] == pytest.approx(0.5)
+    assert s["modes"]["llama-server"]["acceptance"] is None  # it drafted nothing
+    assert s["best_cpp"] == "llama-server ngram-simple"
+    assert s["pyspec_over_best_cpp"] == pytest.approx(10.0 / 12.0, abs=1e-3)
+    assert s["modes"]["pyspec serve"]["same_text_as_plain"] == 1
+    memory = dict(memory_lookups_total=40.0, memory_hits_total=10.0, memory_tokens=900.0)
+    extra = dict(
+        max_tokens=96, threads=2, n_ctx=4096, conversations=1, modes=modes, rows=rows,
+        summary={"chat": s}, pyspec_memory=memory,
+    )  # fmt: skip
+    data = {"benchmarks": [{"name": "bench_server_chats", "extra_info": extra}]}
+    table = "\n".join(server_chats_table(Run("x", REPO / "docs" / "results" / "x.json", data)))
+    assert "| `pyspec serve` | 10.00 | 1.00x | 20.0 | 50% |" in table
+    assert "chat: 0.83x llama-server's best mode there (`llama-server ngram-simple`)" in table
+    assert "answered 10 of 40 lookups (25%) and held 900 tokens" in table
+    assert "plain llama-cpp-python's text in chat 1/2 requests" in table

@@ -87,6 +87,13 @@ SUITES = {
         "the 0.5B draft model at fixed draft lengths 1-4 against plain, on the chats: "
         "whether a draft model pays on this CPU",
     ),
+    "server-chats": (
+        ["bench_server_chats.py", "-s"],
+        35.0,  # (the first run on a machine also builds llama-server: about 10 minutes more)
+        "pyspec serve against llama.cpp's llama-server (plain and each draftless --spec-type) "
+        "and plain llama_cpp.server: ShareGPT conversations turn by turn and the code edits, "
+        "through the openai client",
+    ),
     "plain-stretch": (
         ["bench_plain_stretch.py"],
         14.0,
@@ -163,6 +170,7 @@ CHAT_SUITES = frozenset(
         "slow-start",
         "draft-peer",
         "draft-lengths",
+        "server-chats",
         "plain-stretch",
         "confidence-rules",
         "policy-ceiling",
