@@ -1104,7 +1104,7 @@ def server_chats_table(run: Run) -> list:
         if s.get("best_cpp"):
             lead.append(
                 f"{w}: {s['pyspec_over_best_cpp']:.2f}x llama-server's best mode there "
-                f"(`{s['best_cpp']}`)"
+                f"(`{s['best_cpp'].removeprefix('llama-server ')}`)"
             )
     memory = e.get("pyspec_memory") or {}
     lookups = memory.get("memory_lookups_total") or 0
@@ -1128,7 +1128,8 @@ def server_chats_table(run: Run) -> list:
         "llama-cpp-python with the wheel's own CMake flags, each `--spec-type` at its "
         f"defaults; {e['conversations']} ShareGPT conversations answered turn by turn (the "
         "history holds the model's own greedy answers, the same messages for every server), "
-        f"then the five code edits; {e['max_tokens']} greedy tokens a request, streamed, each "
+        f"then the five code edits; {e['max_tokens']} greedy tokens a request (no repeat "
+        "penalty: llama_cpp.server's default is 1.1, llama-server's 1.0), streamed, each "
         "request sent to every server in a rotating order. Decode tok/s after the first "
         "streamed token on the `openai` client's clock (geometric mean over the requests; "
         "tokens: the answer text's, in the model's vocabulary), its ratio to plain "
@@ -1141,6 +1142,28 @@ def server_chats_table(run: Run) -> list:
         f"`pyspec serve`: {'; '.join(lead)}.{remembered} Its answers were plain "
         f"llama-cpp-python's text in {same} requests (greedy: the batched verify's logits "
         "differ slightly from one-token ones, so a text may part at a near-tie).",
+    ]
+
+
+def server_chats_line(run: Run) -> list:
+    """The README's sentence for the server comparison (the table is in docs/serving.md)."""
+    e = run.one("bench_server_chats")["extra_info"]
+    parts = []
+    for workload, s in e["summary"].items():
+        mine = s["modes"]["pyspec serve"]
+        parts.append(
+            f"{workload} ({s['requests']} requests) {mine['rate']:.1f} tok/s, "
+            f"{s['pyspec_over_best_cpp']:.2f}x llama-server's best mode "
+            f"(`{s['best_cpp'].removeprefix('llama-server ')}`) "
+            f"and {mine['over_plain']:.2f}x plain `llama_cpp.server`"
+        )
+    return [
+        f"{run.measured_line()} `pyspec serve` against llama.cpp's own `llama-server` (plain "
+        "and each draftless `--spec-type`, built from the same sources with the same flags) "
+        f"and plain `llama_cpp.server`, Qwen2.5-Coder 1.5B, {e['conversations']} ShareGPT "
+        "conversations answered turn by turn and the five code edits, streamed through the "
+        f"`openai` client, decode tok/s after the first token: {'; '.join(parts)} "
+        '([docs/serving.md](docs/serving.md), "Against llama.cpp\'s own server").'
     ]
 
 
@@ -1561,6 +1584,8 @@ def _graph_device_sentence(g: dict) -> str:
 SECTIONS = {
     "verify-table": (("verify-all", "verify"), verify_table),
     "server-table": (("server",), server_table),
+    "server-chats-table": (("server-chats-family6-model167",), server_chats_table),
+    "server-chats-line": (("server-chats-family6-model167",), server_chats_line),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),

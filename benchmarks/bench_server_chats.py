@@ -16,7 +16,8 @@ The requests, in order: ShareGPT conversations answered turn by turn, each turn'
 holding the model's own greedy answers (``_own_answers``: the same messages for every
 server, whatever each server answered), then the five code edits (``_code_edits``). Each
 request goes to every server, the order rotating from one request to the next; greedy, 96
-tokens, streamed. Measured on the client's clock, as a user of the server sees it: decode
+tokens, streamed, no repeat penalty on any server (llama_cpp.server's default is 1.1,
+llama-server's 1.0). Measured on the client's clock, as a user of the server sees it: decode
 tokens/s after the first streamed token, and whole-request seconds (sent to last chunk).
 Tokens are the answer text's tokens in the model's vocabulary, the same count for the same
 text on every server. pyspec's drafted and accepted tokens come from its answers' "pyspec"
@@ -114,7 +115,14 @@ def ask(server: Server, messages: list) -> dict:
     sent = time.perf_counter()
     stamps, pieces, extra = [], [], {}
     stream = server.client.chat.completions.create(
-        model="m", messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, stream=True
+        model="m",
+        messages=messages,
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        stream=True,
+        # llama_cpp.server (and so pyspec serve) penalises repeats by 1.1 unless asked,
+        # llama-server does not: every server decodes plain greedy, as the history was
+        extra_body={"repeat_penalty": 1.0},
     )
     for chunk in stream:
         fields = chunk.model_extra or {}

@@ -55,7 +55,11 @@ def run(fn, *args, **kwargs):
     result, or its exception raised here."""
     if on_compute_thread():
         return fn(*args, **kwargs)
-    return _compute_executor().submit(fn, *args, **kwargs).result()
+    try:
+        future = _compute_executor().submit(fn, *args, **kwargs)
+    except RuntimeError:  # the interpreter is exiting and the thread takes no more work:
+        return fn(*args, **kwargs)  # (a stream closed at exit) done here, nothing to gain
+    return future.result()
 
 
 _DONE = object()

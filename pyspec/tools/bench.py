@@ -238,15 +238,20 @@ def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: 
         *args,
         f"--benchmark-json={json_path}",
     ]
-    print(f"pyspec bench: {name} (about {minutes:g} min): {' '.join(args)}", flush=True)
+    log = out / f"{name}.log"
+    print(
+        f"pyspec bench: {name} (about {minutes:g} min): {' '.join(args)} (its output, as it "
+        f"runs: {log})",
+        flush=True,
+    )
     proc = subprocess.Popen(
         cmd, cwd=bench_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     done = 0
-    log = out / f"{name}.log"
     with open(log, "w") as f:
         for line in proc.stdout:
             f.write(line)
+            f.flush()  # a suite of one long benchmark says how far it is only there
             status = next((w for w in ("PASSED", "FAILED", "ERROR") if f" {w}" in line), None)
             if status and "::" in line:
                 done += 1
