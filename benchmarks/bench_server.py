@@ -92,6 +92,8 @@ def bench_server_against_plain_llama_cpp_server(benchmark, generation_rows, tmp_
                 "false",
                 "--interrupt_requests",
                 "false",
+                "--flash_attn",  # as pyspec serve runs by default
+                "true",
             ]
             + common,
             plain_log,

@@ -7,7 +7,8 @@ flash attention on, and all of them run at once on 127.0.0.1 (one works at a tim
   fastest setting) and ``--flash_attn true``;
 - ``pyspec serve`` as a user starts it: prompt lookup with its memory of earlier requests,
   the batch costs calibrated at its first start on this machine (kept in the cost cache;
-  not timed);
+  not timed); and ``pyspec serve --no-draft``, its plain decoding, so that what its drafts
+  gain shows apart from what its decoding does (weights in 2 MB pages, one thread);
 - llama.cpp's ``llama-server``, built from the sources vendored in the llama-cpp-python sdist
   with the CMake flags ``pyspec install-llama`` gave the wheel (``_llama_cpp_tools``): plain,
   and once per draftless ``--spec-type`` at its defaults.
@@ -47,6 +48,7 @@ N_CTX = 4096
 CPP_SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 PLAIN = "llama-cpp-python"
 PYSPEC = "pyspec serve"
+PYSPEC_PLAIN = "pyspec serve, no drafts"
 CPP_PLAIN = "llama-server"
 
 
@@ -73,11 +75,15 @@ class Server:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            argv + ["--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv + ["--host", "127.0.0.1", "--port", str(self.port)],
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+            )
+        except BaseException:
+            self.log.close()
+            raise
         self.start_timeout = start_timeout
         self.client = None
 
@@ -141,16 +147,25 @@ def ask(server: Server, messages: list) -> dict:
                 stamps.append(time.perf_counter())
                 pieces.append(choice.delta.content)
     done = time.perf_counter()
-    return {"text": "".join(pieces), "sent": sent, "stamps": stamps, "done": done, **extra}
+    return {
+        "text": "".join(pieces),
+        "pieces": pieces,
+        "sent": sent,
+        "stamps": stamps,
+        "done": done,
+        **extra,
+    }
 
 
-def rate_after_first(answer: dict, tokens: int) -> float:
-    """Decode tokens/s after the first streamed token, on the client's clock; 0 where the
-    answer has fewer than two chunks (nothing to time)."""
+def rate_after_first(answer: dict, tokens: int, first_tokens: int = 1) -> float:
+    """Decode tokens/s after the first streamed chunk (``first_tokens`` of the ``tokens``:
+    one, unless a server held text back), on the client's clock; 0 where the answer has
+    fewer than two chunks (nothing to time)."""
     stamps = answer["stamps"]
-    if tokens < 2 or len(stamps) < 2 or stamps[-1] <= stamps[0]:
+    after = tokens - first_tokens
+    if after < 1 or len(stamps) < 2 or stamps[-1] <= stamps[0]:
         return 0.0
-    return (tokens - 1) / (stamps[-1] - stamps[0])
+    return after / (stamps[-1] - stamps[0])
 
 
 def memory_metrics(server: Server) -> dict:
@@ -169,6 +184,8 @@ def _servers(model: str, tmp_path) -> list:
     cpp = binary(ensure_tools(SERVER_TARGETS), "llama-server")
     py = [sys.executable, "-m"]
     llama_common = ["--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--verbose", "false"]
+    # (llama_cpp.server's batch passes take every CPU unless told, llama-server's -tb below)
+    llama_common += ["--n_threads_batch", str(THREADS)]
     cpp_common = [str(cpp), "-m", model, "-c", str(N_CTX), "-t", str(THREADS)]
     cpp_common += ["-tb", str(THREADS), "-np", "1", "-fa", "on"]
     specs = [
@@ -180,21 +197,22 @@ def _servers(model: str, tmp_path) -> list:
         ),
         # its first start on a machine calibrates the batch costs (minutes), as for a user
         (PYSPEC, py + ["pyspec", "serve", "-m", model, *llama_common]),
+        # its plain decoding (2 MB pages, one decoding thread) apart from its drafting
+        (PYSPEC_PLAIN, py + ["pyspec", "serve", "-m", model, *llama_common, "--no-draft"]),
         (CPP_PLAIN, cpp_common),
     ]
     specs += [(f"llama-server {t}", cpp_common + ["--spec-type", t]) for t in CPP_SPEC_TYPES]
     servers = []
-    for name, argv in specs:  # started one by one: each load and calibration alone
-        slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
-        server = Server(name, argv, tmp_path / f"{slug}.log", start_timeout=1200)
-        servers.append(server)
-        try:
-            server.wait_ready()
-        except RuntimeError:
-            for s in servers:
-                s.stop()
-            raise
-        print(f"started {name}", flush=True)
+    try:
+        for name, argv in specs:  # started one by one: each load and calibration alone
+            slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+            servers.append(Server(name, argv, tmp_path / f"{slug}.log", start_timeout=1200))
+            servers[-1].wait_ready()
+            print(f"started {name}", flush=True)
+    except BaseException:  # a server that did not start, or Ctrl-C: none is left running
+        for s in servers:
+            s.stop()
+        raise
     return servers
 
 
@@ -217,9 +235,13 @@ def bench_server_chats(benchmark, tmp_path):
     from pyspec.testing.models import ensure_model
 
     model = str(ensure_model("qwen2.5-coder-1.5b"))
-    vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
     requests = _requests(conversations_asked())
-    servers = _servers(model, tmp_path)
+    vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+    try:
+        servers = _servers(model, tmp_path)
+    except BaseException:
+        vocab.close()
+        raise
     rows = []
     try:
         for s in servers:  # one untimed request each: first-request costs out of the way
@@ -232,9 +254,11 @@ def bench_server_chats(benchmark, tmp_path):
                 for s in servers[shift:] + servers[:shift]:
                     answer = ask(s, messages)
                     tokens = len(vocab.tokenize(answer["text"].encode(), add_bos=False))
+                    first = answer["pieces"][0] if answer["pieces"] else ""
+                    first_tokens = max(1, len(vocab.tokenize(first.encode(), add_bos=False)))
                     row["modes"][s.name] = {
                         "tokens": tokens,
-                        "rate": rate_after_first(answer, tokens),
+                        "rate": rate_after_first(answer, tokens, first_tokens),
                         "seconds": answer["done"] - answer["sent"],
                         "first_token_seconds": (
                             answer["stamps"][0] - answer["sent"] if answer["stamps"] else None
@@ -297,10 +321,12 @@ def _row_line(row: dict) -> str:
 def summarise(rows: list, modes: list) -> dict:
     """Per workload: each mode's decode rate (geometric mean over the requests), its ratio
     to plain llama-cpp-python (geometric mean of the per-request ratios), its whole-request
-    seconds summed, and its acceptance; pyspec over the best llama-server mode by rate."""
+    seconds summed, and its acceptance; pyspec over the best llama-server mode by rate. The
+    rates are taken over the requests every server timed (``untimed``: those left out)."""
     out = {}
     for workload in dict.fromkeys(r["workload"] for r in rows):
-        mine = [r for r in rows if r["workload"] == workload]
+        every = [r for r in rows if r["workload"] == workload]
+        mine = [r for r in every if all(m["rate"] > 0 for m in r["modes"].values())]
         per_mode = {}
         for mode in modes:
             rates = [r["modes"][mode]["rate"] for r in mine]
@@ -325,6 +351,7 @@ def summarise(rows: list, modes: list) -> dict:
         best = max(cpp, key=lambda m: per_mode[m]["rate"]) if cpp else None
         out[workload] = {
             "requests": len(mine),
+            "untimed": [r["id"] for r in every if r not in mine],
             "modes": per_mode,
             "best_cpp": best,
             "pyspec_over_best_cpp": (

@@ -3,7 +3,10 @@ OpenMP build keeps one team of threads (pyspec/serve/compute_thread.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -47,7 +50,8 @@ def test_pinned_iterates_on_the_compute_thread_and_closes_there():
     assert len(set(threads)) == 1 and threading.get_ident() not in threads
     partial = compute_thread.pinned(numbers())
     assert next(partial) == 0
-    partial.close()  # a client that went away mid-answer
+    partial.close()  # a client that went away mid-answer: its close is queued, not awaited
+    compute_thread.run(lambda: None)  # (the queue keeps the order)
     assert closed_on == [True, True]
 
 
@@ -55,20 +59,48 @@ def _os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-@pytest.mark.model
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
-def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
-    """A thread that decodes with llama.cpp gets an OpenMP team of its own (a worker thread
-    per thread beyond the first), as the control shows; through the served model's entry
-    points, request threads add no team: only the compute thread's decodes."""
+def _settled_os_threads() -> int:
+    """The thread count once it has stopped moving (the OpenMP team of a thread that just
+    ended takes a moment to go), or after 5 s."""
+    last, same = _os_threads(), 0
+    for _ in range(50):
+        threading.Event().wait(0.1)
+        now = _os_threads()
+        same = same + 1 if now == last else 0
+        if same == 3:
+            break
+        last = now
+    return last
+
+
+def served_model_teams(gemma_path: str) -> dict:
+    """OS threads added by request threads that decode through the served model's entry
+    points (completions, and chats as llama_cpp.server streams them), and, as the control,
+    through the unpinned method. Run in a process of its own: the compute thread's team
+    stays for the life of the process, and a test process's later decodes on its main
+    thread would then run with two teams, slower."""
+    import llama_cpp
+
     from pyspec.serve.app import SpeculativeLlamaProxy
     from pyspec.serve.settings import SpeculativeModelSettings
 
     settings = SpeculativeModelSettings(
         model=gemma_path, n_ctx=512, n_threads=2, verbose=False, calibrate=False
     )
+    from pyspec.serve import compute_thread
+
     llama = SpeculativeLlamaProxy.load_llama_from_model_settings(settings)
     raw = type(llama).create_completion  # the unpinned method, for the control
+    # where each decoding loop runs (every completion's tokens come from generate)
+    generate, places = type(llama).generate, []
+
+    def watched_generate(self, *args, **kwargs):
+        places.append(compute_thread.on_compute_thread())
+        yield from generate(self, *args, **kwargs)
+
+    type(llama).generate = watched_generate
+    # the compute thread's own team, where loading the model did not start one already
+    llama.create_completion(prompt="x", max_tokens=1)
 
     def teams_added(complete) -> int:
         """OS threads left by 3 request threads that each stream an answer and stay alive
@@ -82,7 +114,7 @@ def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
                 done.append("".join(c["choices"][0]["text"] for c in out))
             release.wait()
 
-        before = _os_threads()
+        before = _settled_os_threads()
         callers = [threading.Thread(target=request) for _ in range(3)]
         for t in callers:
             t.start()
@@ -95,11 +127,52 @@ def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
         assert len(done) == 3
         return added
 
+    def chat_as_the_server_streams_it(prompt, **kw):
+        # llama_cpp.server calls the class's create_chat_completion on the instance; its
+        # handler calls the instance's (pinned) create_completion. Chunks as completions'.
+        messages = [{"role": "user", "content": prompt}]
+        for chunk in llama_cpp.Llama.create_chat_completion(llama, messages=messages, **kw):
+            yield {"choices": [{"text": chunk["choices"][0]["delta"].get("content") or ""}]}
+
     try:
-        assert teams_added(llama.create_completion) == 0
-        control = teams_added(lambda **kw: raw(llama, **kw))
+        out = {
+            "completion": teams_added(llama.create_completion),
+            "chat": teams_added(chat_as_the_server_streams_it),
+        }
+        out["loops_on_the_compute_thread"] = sum(places)
+        out["loops"] = len(places)
+        out["control"] = teams_added(lambda **kw: raw(llama, **kw))
+        return out
     finally:
+        type(llama).generate = generate
         llama.close()
-    if control == 0:
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
+    """A thread that decodes with llama.cpp gets an OpenMP team of its own (a worker thread
+    per thread beyond the first), as the control shows; through the served model's entry
+    points, request threads add no team: only the compute thread decodes."""
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from test_compute_thread import served_model_teams; "
+        "print(json.dumps(served_model_teams(sys.argv[2])))"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", script, here, gemma_path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    added = json.loads(out.stdout.strip().splitlines()[-1])
+    # (a thread of the process's own may come or go meanwhile: one either way is allowed;
+    # a team per request thread adds three)
+    assert added["completion"] <= 1 and added["chat"] <= 1, added
+    # the warm-up, 3 completions and 3 chats: every decoding loop on the compute thread
+    assert added["loops_on_the_compute_thread"] == added["loops"] == 7, added
+    if added["control"] == 0:
         pytest.skip("this llama.cpp build gives a calling thread no OpenMP team")
-    assert control >= 3  # one worker thread per request thread, unpinned
+    assert added["control"] >= 3, added  # one worker thread per request thread, unpinned

@@ -331,6 +331,6 @@ def test_the_server_chats_summary_and_table(monkeypatch):
     data = {"benchmarks": [{"name": "bench_server_chats", "extra_info": extra}]}
     table = "\n".join(server_chats_table(Run("x", REPO / "docs" / "results" / "x.json", data)))
     assert "| `pyspec serve` | 10.00 | 1.00x | 20.0 | 50% |" in table
-    assert "chat: 0.83x llama-server's best mode there (`ngram-simple`)" in table
+    assert "chat: 0.83x llama-server's best `--spec-type` there (`ngram-simple`)" in table
     assert "answered 10 of 40 lookups (25%) and held 900 tokens" in table
     assert "plain llama-cpp-python's text in chat 1/2 requests" in table

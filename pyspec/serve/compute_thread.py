@@ -14,36 +14,56 @@ second thread has decoded (or loaded the model), the first one included; 9.3-9.6
 team spins on a CPU the working one needs). llama.cpp's own server decodes on one thread.
 
 pyspec serve therefore loads its models, calibrates them and runs every completion on one
-long-lived thread of its own (``run``, ``pinned``): the request threads only wait for it.
+thread of its own, alive as long as the process (``run``, ``pinned``): the request threads
+only wait for it.
 llama_cpp.server already answers one request at a time, so nothing runs less in parallel.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
+_log = logging.getLogger("pyspec.serve")
 _lock = threading.Lock()
-_executor = None
+_jobs: "queue.SimpleQueue | None" = None
 _thread_ident = None
 
 
-def _compute_executor() -> ThreadPoolExecutor:
-    global _executor
-    with _lock:
-        if _executor is None:
-            # one worker, kept for the life of the process (an idle ThreadPoolExecutor
-            # worker waits for work; it never exits and takes its OpenMP team with it)
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyspec-compute")
-            _executor.submit(_remember_thread).result()
-        return _executor
-
-
-def _remember_thread() -> None:
+def _work(jobs: queue.SimpleQueue, ready: threading.Event) -> None:
     global _thread_ident
     _thread_ident = threading.get_ident()
+    ready.set()
+    while True:
+        fn, args, kwargs, future = jobs.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # (KeyboardInterrupt arrives on the main thread)
+            future.set_exception(exc)
+
+
+def _submit(fn, *args, **kwargs) -> Future:
+    global _jobs
+    with _lock:
+        if _jobs is None:
+            _jobs = queue.SimpleQueue()
+            # A daemon: a load or calibration under way does not hold the process at exit
+            # (Ctrl-C during start-up stops it at once). It lives as long as the process,
+            # and its OpenMP team with it.
+            ready = threading.Event()
+            threading.Thread(
+                target=_work, args=(_jobs, ready), name="pyspec-compute", daemon=True
+            ).start()
+            ready.wait()
+    future: Future = Future()
+    _jobs.put((fn, args, kwargs, future))
+    return future
 
 
 def on_compute_thread() -> bool:
@@ -55,14 +75,21 @@ def run(fn, *args, **kwargs):
     result, or its exception raised here."""
     if on_compute_thread():
         return fn(*args, **kwargs)
-    try:
-        future = _compute_executor().submit(fn, *args, **kwargs)
-    except RuntimeError:  # the interpreter is exiting and the thread takes no more work:
-        return fn(*args, **kwargs)  # (a stream closed at exit) done here, nothing to gain
-    return future.result()
+    return _submit(fn, *args, **kwargs).result()
 
 
 _DONE = object()
+
+
+def _later(fn) -> None:
+    """Queues ``fn`` on the compute thread without waiting for it (errors are logged). The
+    queue keeps the order: what is queued after it runs after it."""
+
+    def said(future: Future) -> None:
+        if future.exception() is not None:
+            _log.warning("%s on the compute thread failed: %r", fn, future.exception())
+
+    _submit(fn).add_done_callback(said)
 
 
 def pinned(iterator: Iterator) -> Iterator:
@@ -77,24 +104,50 @@ def pinned(iterator: Iterator) -> Iterator:
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:
-            run(close)
+            if on_compute_thread():
+                close()
+            else:  # an answer abandoned by its client is often let go on the server's
+                # event-loop thread, which must not wait for a completion under way (the
+                # model closes an open stream itself before its next one)
+                _later(close)
 
 
-ENTRY_POINTS = ("create_completion", "create_chat_completion", "create_embedding", "embed")
+# What decodes, called through the instance: ``llama(...)`` and the chat handlers call
+# ``create_completion``, ``create_embedding`` calls ``embed``, llama-cpp-python's
+# ``generate`` and multimodal chat handlers call ``eval``; llama_cpp.server streams a chat
+# by calling the class's ``create_chat_completion`` on the instance, whose handler then
+# calls the pinned ``create_completion``. ``close`` on a switch to another model.
+ENTRY_POINTS = (
+    "create_completion",
+    "create_chat_completion",
+    "create_embedding",
+    "embed",
+    "eval",
+    "close",
+)
 
 
 def pin_entry_points(llama, names=ENTRY_POINTS) -> None:
     """Makes ``llama``'s methods that decode run on the compute thread (streamed answers
-    item by item). ``llama(...)``, the chat handlers and ``create_embedding`` call these
-    through the instance, so they are covered too."""
+    item by item). ``close`` is queued there without waiting (a model switch runs on the
+    server's event-loop thread; the next model's load is queued after it)."""
     for name in names:
         method = getattr(llama, name)
+        if name == "close":
 
-        @functools.wraps(method)
-        def on_thread(*args, _method=method, **kwargs):
-            result = run(_method, *args, **kwargs)
-            if isinstance(result, Iterator):
-                return pinned(result)
-            return result
+            @functools.wraps(method)
+            def on_thread(_method=method):
+                if on_compute_thread():
+                    return _method()
+                _later(_method)
+
+        else:
+
+            @functools.wraps(method)
+            def on_thread(*args, _method=method, **kwargs):
+                result = run(_method, *args, **kwargs)
+                if isinstance(result, Iterator):
+                    return pinned(result)
+                return result
 
         setattr(llama, name, on_thread)

@@ -5,9 +5,9 @@ The settings models extend llama-cpp-python's (``ModelSettings``, ``ServerSettin
 type, environment variable and config-file key. Changed defaults, and why:
 - ``logits_all`` is off: logprobs are answered from the verifier's own rows per request
   (llama-cpp-python's default, on, would copy every row of every request).
-- ``flash_attn`` is on, as in llama.cpp's own server and tools (llama-cpp-python leaves it
-  off unless asked): plain decoding of Qwen2.5-Coder 1.5B ran 1-4% faster with it on the
-  AMX Xeon (docs/generation.md).
+- ``flash_attn`` is on, as llama.cpp's own server and tools run on a CPU (their default,
+  auto, turns it on there; llama-cpp-python leaves it off unless asked): plain decoding of
+  Qwen2.5-Coder 1.5B ran 1-4% faster with it on the AMX Xeon (docs/generation.md).
 - ``interrupt_requests`` is off: llama_cpp.server's default ends a streaming answer as soon
   as another request arrives; queued clients should each get a complete answer.
 """
