@@ -1078,6 +1078,56 @@ def draft_lengths_table(run: Run) -> list:
 # --- pyspec serve against llama.cpp's llama-server, openai client (bench_server_chats.py) --
 
 
+def _undrafted(e: dict, workload: str, best: str) -> dict | None:
+    """Over the requests of ``workload`` where llama-server's ``best`` mode drafted nothing:
+    how many, and the geometric mean rates of that mode, of plain llama-server and of
+    pyspec serve without drafts (None where the run has no such request or row). llama-server
+    runs a request with nothing drafted on its speculative path, which is not its plain
+    one, so its drafts' gain over its plain server needs this to be read."""
+    need = (best, "llama-server", "pyspec serve, no drafts")
+    rows = [
+        r
+        for r in e["rows"]
+        if r["workload"] == workload
+        and all(m in r["modes"] for m in need)
+        and not r["modes"][best]["drafted"]
+        and all(r["modes"][m]["rate"] > 0 for m in need)
+    ]
+    if not rows:
+        return None
+
+    def gm(mode: str) -> float:
+        return math.exp(statistics.fmean(math.log(r["modes"][mode]["rate"]) for r in rows))
+
+    return {"requests": len(rows), **{m: gm(m) for m in need}}
+
+
+def _draft_gains(e: dict, workload: str) -> str:
+    """What each server's drafts gain over its own decoding with nothing drafted, on
+    ``workload`` (empty where the run has no ``pyspec serve, no drafts`` row)."""
+    s = e["summary"][workload]
+    modes, best = s["modes"], s.get("best_cpp")
+    if not best or "pyspec serve, no drafts" not in modes or "llama-server" not in modes:
+        return ""
+    mine = modes["pyspec serve"]["rate"] / modes["pyspec serve, no drafts"]["rate"]
+    theirs = modes[best]["rate"] / modes["llama-server"]["rate"]
+    text = (
+        f"{workload}: pyspec serve's drafts {mine:.2f}x its own decoding without drafts, "
+        f"`{best.removeprefix('llama-server ')}` {theirs:.2f}x plain llama-server"
+    )
+    idle = _undrafted(e, workload, best)
+    if idle:
+        text += (
+            f"; on the {idle['requests']} requests where `{best.removeprefix('llama-server ')}`"
+            f" drafted nothing it ran {idle[best]:.2f} tok/s against plain llama-server's "
+            f"{idle['llama-server']:.2f} ({idle[best] / idle['llama-server']:.2f}x: "
+            "llama-server's speculative path decodes faster than its plain one even with "
+            "nothing to verify, so that ratio is not all its drafts' doing) and pyspec serve "
+            f"without drafts {idle['pyspec serve, no drafts']:.2f}"
+        )
+    return text
+
+
 def server_chats_table(run: Run) -> list:
     e = run.one("bench_server_chats")["extra_info"]
     summary = e["summary"]
@@ -1119,6 +1169,12 @@ def server_chats_table(run: Run) -> list:
         f"{w} {summary[w]['modes']['pyspec serve']['same_text_as_plain']}/{summary[w]['requests']}"
         for w in workloads
     )
+    gains = [g for g in (_draft_gains(e, w) for w in workloads) if g]
+    if gains:
+        gains = [
+            "",
+            "What the drafts gain, each server over its own decoding: " + "; ".join(gains) + ".",
+        ]
     return [
         run.measured_line(),
         "",
@@ -1142,6 +1198,7 @@ def server_chats_table(run: Run) -> list:
         f"`pyspec serve`: {'; '.join(lead)}.{remembered} Its answers were plain "
         f"llama-cpp-python's text in {same} requests (greedy: the batched verify's logits "
         "differ slightly from one-token ones, so a text may part at a near-tie).",
+        *gains,
     ]
 
 
@@ -1163,8 +1220,16 @@ def server_chats_line(run: Run) -> list:
                 part += (
                     f" (drafting over each server's own plain decoding: pyspec "
                     f"{mine['rate'] / modes['pyspec serve, no drafts']['rate']:.2f}x, "
-                    f"llama-server {modes[best]['rate'] / modes['llama-server']['rate']:.2f}x)"
+                    f"llama-server {modes[best]['rate'] / modes['llama-server']['rate']:.2f}x"
                 )
+                idle = _undrafted(e, workload, best)
+                if idle:
+                    part += (
+                        f", though its `{best.removeprefix('llama-server ')}` ran "
+                        f"{idle[best] / idle['llama-server']:.2f}x plain llama-server on the "
+                        f"{idle['requests']} requests where it drafted nothing"
+                    )
+                part += ")"
         parts.append(part + f" and {mine['over_plain']:.2f}x plain `llama_cpp.server`")
     return [
         f"{run.measured_line()} `pyspec serve` against llama.cpp's own `llama-server` (plain "

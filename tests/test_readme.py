@@ -334,3 +334,44 @@ def test_the_server_chats_summary_and_table(monkeypatch):
     assert "chat: 0.83x llama-server's best `--spec-type` there (`ngram-simple`)" in table
     assert "answered 10 of 40 lookups (25%) and held 900 tokens" in table
     assert "plain llama-cpp-python's text in chat 1/2 requests" in table
+    assert "What the drafts gain" not in table  # no `no drafts` row in this run
+
+
+def test_the_server_chats_draft_gains_read_llama_servers_idle_speculative_path(monkeypatch):
+    """With the `pyspec serve, no drafts` row: each server's drafts over its own decoding, and
+    llama-server's best mode on the requests where it drafted nothing (its speculative path
+    is not its plain one) against plain llama-server."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    pytest.importorskip("openai")
+    from _bench_json import Run
+    from _readme_sections import server_chats_line, server_chats_table
+    from bench_server_chats import summarise
+
+    def mode(rate, drafted=None, accepted=None):
+        return dict(rate=rate, seconds=10.0, drafted=drafted, accepted=accepted,
+                    same_text_as_plain=True)  # fmt: skip
+
+    modes = ["llama-cpp-python", "pyspec serve", "pyspec serve, no drafts", "llama-server",
+             "llama-server ngram-simple"]  # fmt: skip
+    rows = [  # ngram-simple drafts nothing in a#0 and a#1, and 10 tokens in a#2
+        {"workload": "chat", "id": f"a#{i}", "modes": dict(zip(modes, [
+            mode(10.0), mode(r[0], 8, 6), mode(r[1]), mode(r[2]), mode(r[3], r[4], 5)]))}
+        for i, r in enumerate([(16, 16, 10, 11, 0), (16, 16, 10, 11, 0), (32, 16, 10, 20, 10)])
+    ]  # fmt: skip
+    s = summarise(rows, modes)["chat"]
+    extra = dict(
+        max_tokens=96, threads=2, n_ctx=4096, conversations=1, modes=modes, rows=rows,
+        summary={"chat": s},
+    )  # fmt: skip
+    data = {"benchmarks": [{"name": "bench_server_chats", "extra_info": extra}]}
+    run = Run("x", REPO / "docs" / "results" / "x.json", data)
+    table = "\n".join(server_chats_table(run))
+    mine = (16 * 16 * 32) ** (1 / 3) / 16
+    theirs = (11 * 11 * 20) ** (1 / 3) / 10
+    assert f"pyspec serve's drafts {mine:.2f}x its own decoding without drafts" in table
+    assert f"`ngram-simple` {theirs:.2f}x plain llama-server" in table
+    assert "on the 2 requests where `ngram-simple` drafted nothing it ran 11.00 tok/s " in table
+    assert "against plain llama-server's 10.00 (1.10x" in table
+    assert "pyspec serve without drafts 16.00" in table
+    line = "\n".join(server_chats_line(run))
+    assert "its `ngram-simple` ran 1.10x plain llama-server on the 2 requests" in line
