@@ -138,6 +138,16 @@ def test_completion_and_chat_with_statistics(client):
     assert chat.model_extra["pyspec"]["speculative"]
 
 
+def test_a_request_that_names_no_repeat_penalty_gets_llama_cpp_servers_1_1(client):
+    """OpenAI clients never send ``repeat_penalty``: pyspec serve answers with
+    llama_cpp.server's default (1.1, where llama-server's is 1.0), so that a client moving
+    from llama_cpp.server gets the same text; 1.0 is there for the asking."""
+    penalised = _greedy(client, REPEAT, n=32, extra_body={"repeat_penalty": 1.1})
+    plain = _greedy(client, REPEAT, n=32, extra_body={"repeat_penalty": 1.0})
+    assert penalised != plain  # (this prompt repeats: the penalty changes its greedy text)
+    assert _greedy(client, REPEAT, n=32) == penalised
+
+
 def test_json_schema_chat_is_answered_speculatively(client):
     """response_format with a schema: llama-cpp-python turns it into a grammar, which the
     speculative loop applies to every verify row (no fallback to the plain loop)."""
