@@ -1,5 +1,5 @@
 """pyspec serve's compute thread: every load and decode on one thread, so that llama.cpp's
-OpenMP build keeps one team of threads (pyspec/serve/compute_thread.py)."""
+OpenMP build keeps one team of threads (pyspec/llama/compute_thread.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
 
-from pyspec.serve import compute_thread
+from pyspec.llama import compute_thread
 
 
 def test_run_executes_on_one_thread_and_raises_there_errors_here():
@@ -55,6 +55,14 @@ def test_pinned_iterates_on_the_compute_thread_and_closes_there():
     assert closed_on == [True, True]
 
 
+def test_compute_thread_must_be_a_bool_and_is_checked_before_the_model_loads():
+    from pyspec.errors import ArgumentTypeError
+    from pyspec.llama import SpeculativeLlama
+
+    with pytest.raises(ArgumentTypeError, match="compute_thread must be True or False"):
+        SpeculativeLlama("no-such-file.gguf", compute_thread="yes")
+
+
 def _os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
@@ -87,7 +95,7 @@ def served_model_teams(gemma_path: str) -> dict:
     settings = SpeculativeModelSettings(
         model=gemma_path, n_ctx=512, n_threads=2, verbose=False, calibrate=False
     )
-    from pyspec.serve import compute_thread
+    from pyspec.llama import compute_thread
 
     llama = SpeculativeLlamaProxy.load_llama_from_model_settings(settings)
     raw = type(llama).create_completion  # the unpinned method, for the control
@@ -176,3 +184,130 @@ def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
     if added["control"] == 0:
         pytest.skip("this llama.cpp build gives a calling thread no OpenMP team")
     assert added["control"] >= 3, added  # one worker thread per request thread, unpinned
+
+
+def library_model_threads(gemma_path: str) -> dict:
+    """An application's threads calling a ``SpeculativeLlama(..., compute_thread=True)``: OS
+    threads they add (none: only the compute thread decodes), where each decoding loop ran,
+    the answers against the same calls made on the calling thread (the control, which adds
+    a team per thread), ClosedError after close; and the warning a model without the
+    compute thread logs when a second thread decodes. Run in a process of its own."""
+    import logging
+
+    from pyspec.llama import ClosedError, SpeculativeLlama
+    from pyspec.llama.model import SpeculativeLlamaOnComputeThread
+
+    llm = SpeculativeLlama(gemma_path, n_ctx=512, n_threads=2, verbose=False, compute_thread=True)
+    spec_generate, places = llm.speculation.generate, []
+
+    def watched_generate(*args, **kwargs):
+        places.append(compute_thread.on_compute_thread())
+        return spec_generate(*args, **kwargs)
+
+    llm.speculation.generate = watched_generate
+    llm.create_completion(prompt="x", max_tokens=1)  # (the compute thread's own team)
+
+    def threads_added(complete, answers) -> int:
+        """OS threads left by 3 threads that each stream an answer and stay alive, beyond
+        the 3 themselves."""
+        release = threading.Event()
+        one_at_a_time = threading.Lock()  # (streams of one model take turns, as ever)
+
+        def caller():
+            with one_at_a_time:
+                answers.append(complete())
+            release.wait()
+
+        before = _settled_os_threads()
+        callers = [threading.Thread(target=caller) for _ in range(3)]
+        for t in callers:
+            t.start()
+        while len(answers) < 3 and all(t.is_alive() for t in callers):
+            threading.Event().wait(0.05)
+        added = _os_threads() - before - len(callers)
+        release.set()
+        for t in callers:
+            t.join()
+        assert len(answers) == 3
+        return added
+
+    def streamed(create):
+        out = create(prompt="def add(a, b):", max_tokens=6, temperature=0.0, stream=True)
+        return "".join(c["choices"][0]["text"] for c in out)
+
+    def chat():
+        messages = [{"role": "user", "content": "Say hi."}]
+        out = llm.create_chat_completion(messages=messages, max_tokens=6, temperature=0.0)
+        return out["choices"][0]["message"]["content"]
+
+    pinned, chats, control = [], [], []
+    out = {
+        "completion": threads_added(lambda: streamed(llm.create_completion), pinned),
+        "chat": threads_added(chat, chats),
+    }
+    out["loops_on_the_compute_thread"], out["loops"] = sum(places), len(places)
+    llm.__class__ = SpeculativeLlama  # the control: the same object, without the thread
+    out["control"] = threads_added(lambda: streamed(llm.create_completion), control)
+    llm.__class__ = SpeculativeLlamaOnComputeThread
+    out["same_answers"] = len(set(pinned + control)) == 1 and len(set(chats)) == 1
+    llm.close()
+    try:
+        llm.create_completion(prompt="x", max_tokens=1)
+        out["closed_raises"] = False
+    except ClosedError:
+        out["closed_raises"] = True
+
+    warnings = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if "a thread other than the one" in record.getMessage():
+                warnings.append(record.getMessage())
+
+    logging.getLogger("pyspec").addHandler(Keep())
+    plain = SpeculativeLlama(gemma_path, n_ctx=512, n_threads=2, verbose=False)
+    plain.create_completion(prompt="x", max_tokens=1)  # on the thread that loaded it
+    out["warnings_on_the_loading_thread"] = len(warnings)
+    for _ in range(2):  # two other threads: one warning in all
+        t = threading.Thread(target=lambda: plain.create_completion(prompt="x", max_tokens=1))
+        t.start()
+        t.join()
+    out["warnings"] = warnings
+    plain.close()
+    return out
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_an_application_calling_from_several_threads_decodes_on_one_team(gemma_path):
+    """``SpeculativeLlama(..., compute_thread=True)`` from three application threads: no team
+    added, every loop on the compute thread, the same answers as calls made on the calling
+    threads; ClosedError after close. Without it, a second decoding thread is said once."""
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from test_compute_thread import library_model_threads; "
+        "print(json.dumps(library_model_threads(sys.argv[2])))"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", script, here, gemma_path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["completion"] <= 1 and got["chat"] <= 1, got
+    # the warm-up, 3 streamed completions and 3 chats
+    assert got["loops_on_the_compute_thread"] == got["loops"] == 7, got
+    assert got["same_answers"] and got["closed_raises"], got
+    assert got["warnings_on_the_loading_thread"] == 0, got
+    openmp = "OPENMP = 1" in subprocess.run(
+        [sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info())"],
+        capture_output=True,
+        text=True,
+    ).stdout.replace("\n", "|")
+    assert len(got["warnings"]) == (1 if openmp else 0), got
+    if got["control"] == 0:
+        pytest.skip("this llama.cpp build gives a calling thread no OpenMP team")
+    assert got["control"] >= 3, got  # one worker thread per calling thread, unpinned

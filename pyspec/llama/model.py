@@ -17,16 +17,21 @@ its class the speculative subclass of its class.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import secrets
+import sys
 import types
+from collections.abc import Iterator
 
 import llama_cpp
 import numpy as np
 
 from pyspec.errors import ArgumentTypeError, ClosedError, InvalidInputError
 from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
+from pyspec.llama.compute_thread import DecodingThreads, pinned
+from pyspec.llama.compute_thread import run as run_on_compute_thread
 from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import context_outputs_per_seq
@@ -35,7 +40,8 @@ from pyspec.llama.huge_pages import into_huge_pages
 from pyspec.llama.loop import Speculation
 from pyspec.llama.options import SpeculationOptions, check_llama_threads
 from pyspec.llama.request import CompletionOptions, asking, current_options
-from pyspec.llama.runtime.guard import check_llama_build
+from pyspec.llama.runtime.build_info import build_features
+from pyspec.llama.runtime.guard import check_llama_build, system_info
 from pyspec.llama.sampling_args import fallback_reason, sampling_params_for
 
 log = logging.getLogger("pyspec")
@@ -68,7 +74,14 @@ class SpeculativeMethods:
         costs = self.speculation.controller.costs
         if costs.calibrated_up_to(costs.max_n) and not force:
             return costs.prior_shape()
+        self._note_decoding_thread()
         return self.speculation.calibrate(progress)
+
+    def _note_decoding_thread(self) -> None:
+        threads = getattr(self, "decoding_threads", None)
+        warning = threads.note() if threads is not None else None
+        if warning:
+            log.warning(warning)
 
     def use_calibration(self, shape: dict) -> None:
         """Starts the cost model from a shape ``calibrate`` returned, on this object or on
@@ -82,6 +95,7 @@ class SpeculativeMethods:
     def generate(self, tokens, **kwargs):
         """Drop-in for ``Llama.generate`` (same arguments, same tokens out, faster)."""
         spec = self.speculation
+        self._note_decoding_thread()
         args = {**_GENERATE_DEFAULTS, **kwargs}
         options = current_options()
         if options is not None:  # create_completion decided, from the same arguments
@@ -268,11 +282,19 @@ def _enable(llama: llama_cpp.Llama, draft, options: SpeculationOptions) -> Specu
     check_llama_build()  # the model is loaded, but its first call would crash
     spec = Speculation(llama, draft, options)
     llama.speculation = spec
+    # (taken as the thread that loaded it: SpeculativeLlama and pyspec serve enable where
+    # they load)
+    llama.decoding_threads = DecodingThreads(openmp=_openmp_build())
     llama.__class__ = _speculative_class(type(llama))
     # Llama.close() (also from llama_cpp.server when it switches models) frees the drafter and
     # the batch first: the exit stack runs its callbacks last in, first out.
     llama._stack.callback(spec.close)
     return spec
+
+
+@functools.cache
+def _openmp_build() -> bool:
+    return build_features(system_info()).get("OPENMP") == "1"
 
 
 class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
@@ -305,6 +327,16 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
     promises a memory would break. ``huge_pages``: move the weights llama.cpp loaded into
     2 MB pages (Linux; ``huge_pages.py``; ``.huge_pages`` reports what was done, or why
     not); False, or ``PYSPEC_HUGE_PAGES=off``, leaves them as llama.cpp allocated them.
+    ``compute_thread=True``: the model is loaded, and every call that decodes (completions,
+    chats, embeddings, ``eval``, ``generate``, ``calibrate``) runs, on one thread of pyspec's
+    that lives as long as the process, streamed answers token by token, whatever thread
+    calls: for an application that calls the model from several threads (a web framework's
+    worker pool), where llama.cpp's OpenMP build would give each of them a team of threads
+    of its own and, with more of them than CPUs, slow every decode (10.1-10.9 against
+    15.2-15.9 tok/s from three worker threads on 2 cores; docs/generation.md, "Threads").
+    Without it the log says so once when a thread other than the one that loaded the model
+    decodes. Whole answers asked from several threads at once queue on that thread; streams
+    of one model take turns, as without it.
     Other keyword arguments go to ``llama_cpp.Llama``.
     Statistics: ``.speculation.last`` (last request) and ``.speculation.total``.
     """
@@ -322,6 +354,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         reproducible: bool = False,
         memory=True,
         huge_pages: bool = True,
+        compute_thread: bool = False,
         **llama_kwargs,
     ):
         self.speculation = None
@@ -337,7 +370,20 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
                 raise InvalidInputError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
-        with context_outputs_per_seq(draft_max + 1 if sampling != "host" else 0):
+        if not isinstance(compute_thread, bool):
+            raise ArgumentTypeError(
+                f"compute_thread must be True or False, got {type(compute_thread).__name__}"
+            )
+        load = functools.partial(self._load, model_path, draft, options, huge_pages, llama_kwargs)
+        if compute_thread:
+            run_on_compute_thread(load)
+            self.__class__ = SpeculativeLlamaOnComputeThread
+        else:
+            load()
+
+    def _load(self, model_path, draft, options: SpeculationOptions, huge_pages, llama_kwargs):
+        sampling = options.sampling
+        with context_outputs_per_seq(options.draft_max + 1 if sampling != "host" else 0):
             with into_huge_pages(huge_pages) as self.huge_pages:
                 super().__init__(model_path, **llama_kwargs)
         log.info("pyspec: %s", self.huge_pages.describe())
@@ -373,6 +419,40 @@ _MODEL_METHODS = tuple(
     and callable(member)
     and not isinstance(member, (staticmethod, classmethod))
 )
+
+
+class SpeculativeLlamaOnComputeThread(SpeculativeLlama):
+    """What a ``SpeculativeLlama(..., compute_thread=True)`` is: every method that decodes
+    runs on the compute thread (``compute_thread.py``), a stream token by token there."""
+
+
+def _on_compute_thread(name: str):
+    method = getattr(SpeculativeLlama, name)
+
+    @functools.wraps(method)
+    def on_thread(self, *args, **kwargs):
+        if sys.is_finalizing():  # (close from __del__ at exit: the thread may be gone)
+            return method(self, *args, **kwargs)
+        result = run_on_compute_thread(method, self, *args, **kwargs)
+        return pinned(result) if isinstance(result, Iterator) else result
+
+    return on_thread
+
+
+# What decodes: llama-cpp-python's __call__ and chat handlers call create_completion, which
+# calls generate; create_embedding calls embed; generate calls eval. close frees there too.
+for _name in (
+    "create_completion",
+    "create_chat_completion",
+    "create_embedding",
+    "embed",
+    "eval",
+    "generate",
+    "calibrate",
+    "close",
+):
+    setattr(SpeculativeLlamaOnComputeThread, _name, _on_compute_thread(_name))
+del _name
 
 
 class ClosedSpeculativeLlama(SpeculativeLlama):

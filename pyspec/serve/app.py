@@ -26,10 +26,9 @@ import llama_cpp
 import llama_cpp.server.app as server_app
 from llama_cpp.server.model import LlamaProxy
 
-from pyspec.llama import enable_speculation
+from pyspec.llama import compute_thread, enable_speculation
 from pyspec.llama.drafting.calibration import calibrate_once
 from pyspec.llama.huge_pages import into_huge_pages
-from pyspec.serve import compute_thread
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById

@@ -1,4 +1,4 @@
-"""One thread for every llama.cpp computation of the server process.
+"""One thread for every llama.cpp computation of the process.
 
 llama.cpp's CPU back end (built with OpenMP, as llama-cpp-python builds it) runs a graph
 on a team of threads that belongs to the thread that called it: each new calling thread
@@ -6,17 +6,20 @@ gets a team of its own, and the teams stay. Once the process holds more OpenMP t
 the machine has CPUs, libgomp stops spinning between a graph's operations and sleeps
 instead, and every decode pays the wake-ups. llama_cpp.server loads a model on the main
 thread and answers each request (each streamed token) on whichever worker thread of its
-pool is free, so the second thread that decodes slows every decode after it. Measured on the
-2-core AMX Xeon (family 6, model 167), Qwen2.5-Coder 1.5B, 2 threads, a streamed chat
-answer of 96 tokens: 12.4-13.2 tok/s where one thread loads and decodes; 9.2-9.7 once a
-second thread has decoded (or loaded the model), the first one included; 9.3-9.6 with
-``OMP_WAIT_POLICY=passive`` (libgomp's sleeping on purpose), 6.1 with ``active`` (the idle
-team spins on a CPU the working one needs). llama.cpp's own server decodes on one thread.
+pool is free, so the second thread that decodes slows every decode after it; so does an
+application that calls a model from its own worker threads (a web framework's pool, say).
+Measured on the 2-core AMX Xeon (family 6, model 167), Qwen2.5-Coder 1.5B, 2 threads, a
+streamed chat answer of 96 tokens: 12.4-13.2 tok/s where one thread loads and decodes;
+9.2-9.7 once a second thread has decoded (or loaded the model), the first one included;
+9.3-9.6 with ``OMP_WAIT_POLICY=passive`` (libgomp's sleeping on purpose), 6.1 with
+``active`` (the idle team spins on a CPU the working one needs). llama.cpp's own server
+decodes on one thread.
 
 pyspec serve therefore loads its models, calibrates them and runs every completion on one
 thread of its own, alive as long as the process (``run``, ``pinned``): the request threads
-only wait for it.
-llama_cpp.server already answers one request at a time, so nothing runs less in parallel.
+only wait for it. llama_cpp.server already answers one request at a time, so nothing runs
+less in parallel. ``SpeculativeLlama(..., compute_thread=True)`` does the same for an
+application; without it, ``DecodingThreads`` has the log say when a second thread decodes.
 """
 
 from __future__ import annotations
@@ -64,6 +67,31 @@ def _submit(fn, *args, **kwargs) -> Future:
     future: Future = Future()
     _jobs.put((fn, args, kwargs, future))
     return future
+
+
+class DecodingThreads:
+    """The threads that have loaded or decoded with one model: ``note`` returns a warning, once,
+    when a second one decodes in a build whose CPU back end uses OpenMP (llama.cpp's default),
+    since from then on the process holds a team of threads per such thread."""
+
+    def __init__(self, openmp: bool):
+        self.openmp = openmp
+        self.first = threading.get_ident()
+        self.warned = False
+
+    def note(self) -> str | None:
+        me = threading.get_ident()
+        if self.warned or not self.openmp or me == self.first:
+            return None
+        self.warned = True
+        return (
+            "pyspec: this model decodes on a thread other than the one that loaded it: "
+            "llama.cpp's OpenMP build gives every thread that computes a team of its own, and "
+            "once the process holds more of them than the machine has CPUs every decode "
+            "slows (by a quarter, measured on 2 cores). Decode from one thread, or create "
+            "the model with SpeculativeLlama(..., compute_thread=True), which loads it and "
+            "runs every decode on one thread of pyspec's (said once per model)"
+        )
 
 
 def on_compute_thread() -> bool:
