@@ -31,7 +31,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 
-_log = logging.getLogger("pyspec.serve")
+_log = logging.getLogger("pyspec")
 _lock = threading.Lock()
 _jobs: "queue.SimpleQueue | None" = None
 _thread_ident = None
@@ -88,7 +88,7 @@ class DecodingThreads:
             "pyspec: this model decodes on a thread other than the one that loaded it: "
             "llama.cpp's OpenMP build gives every thread that computes a team of its own, and "
             "once the process holds more of them than the machine has CPUs every decode "
-            "slows (by a quarter, measured on 2 cores). Decode from one thread, or create "
+            "slows (by a third, measured on 2 cores). Decode from one thread, or create "
             "the model with SpeculativeLlama(..., compute_thread=True), which loads it and "
             "runs every decode on one thread of pyspec's (said once per model)"
         )
