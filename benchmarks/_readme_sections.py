@@ -1090,7 +1090,7 @@ def _undrafted(e: dict, workload: str, best: str) -> dict | None:
         for r in e["rows"]
         if r["workload"] == workload
         and all(m in r["modes"] for m in need)
-        and not r["modes"][best]["drafted"]
+        and r["modes"][best]["drafted"] == 0  # (None: the server did not say)
         and all(r["modes"][m]["rate"] > 0 for m in need)
     ]
     if not rows:
@@ -1111,19 +1111,20 @@ def _draft_gains(e: dict, workload: str) -> str:
         return ""
     mine = modes["pyspec serve"]["rate"] / modes["pyspec serve, no drafts"]["rate"]
     theirs = modes[best]["rate"] / modes["llama-server"]["rate"]
+    short = best.removeprefix("llama-server ")
     text = (
-        f"{workload}: pyspec serve's drafts {mine:.2f}x its own decoding without drafts, "
-        f"`{best.removeprefix('llama-server ')}` {theirs:.2f}x plain llama-server"
+        f"{workload}: pyspec serve with drafts ran {mine:.2f}x its own row without drafts, "
+        f"`{short}` {theirs:.2f}x plain llama-server"
     )
     idle = _undrafted(e, workload, best)
     if idle:
+        ahead = idle[best] / idle["llama-server"]
         text += (
-            f"; on the {idle['requests']} requests where `{best.removeprefix('llama-server ')}`"
-            f" drafted nothing it ran {idle[best]:.2f} tok/s against plain llama-server's "
-            f"{idle['llama-server']:.2f} ({idle[best] / idle['llama-server']:.2f}x: "
-            "llama-server's speculative path decodes faster than its plain one even with "
-            "nothing to verify, so that ratio is not all its drafts' doing) and pyspec serve "
-            f"without drafts {idle['pyspec serve, no drafts']:.2f}"
+            f"; but on the {idle['requests']} requests where `{short}` drafted nothing it "
+            f"already ran {ahead:.2f}x plain llama-server ({idle[best]:.2f} against "
+            f"{idle['llama-server']:.2f} tok/s; pyspec serve without drafts "
+            f"{idle['pyspec serve, no drafts']:.2f} there), so by that estimate its drafts "
+            f"gained about {theirs / ahead:.2f}x over its own decoding"
         )
     return text
 
@@ -1224,10 +1225,13 @@ def server_chats_line(run: Run) -> list:
                 )
                 idle = _undrafted(e, workload, best)
                 if idle:
+                    ahead = idle[best] / idle["llama-server"]
+                    own = modes[best]["rate"] / modes["llama-server"]["rate"] / ahead
                     part += (
-                        f", though its `{best.removeprefix('llama-server ')}` ran "
-                        f"{idle[best] / idle['llama-server']:.2f}x plain llama-server on the "
-                        f"{idle['requests']} requests where it drafted nothing"
+                        f", or about {own:.2f}x over its own decoding: "
+                        f"`{best.removeprefix('llama-server ')}` ran "
+                        f"{ahead:.2f}x plain llama-server on the {idle['requests']} requests "
+                        "where it drafted nothing"
                     )
                 part += ")"
         parts.append(part + f" and {mine['over_plain']:.2f}x plain `llama_cpp.server`")

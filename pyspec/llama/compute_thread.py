@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -43,12 +44,24 @@ def _work(jobs: queue.SimpleQueue, ready: threading.Event) -> None:
     ready.set()
     while True:
         fn, args, kwargs, future = jobs.get()
-        if not future.set_running_or_notify_cancel():
-            continue
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # (KeyboardInterrupt arrives on the main thread)
-            future.set_exception(exc)
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # (KeyboardInterrupt arrives on the main thread)
+                future.set_exception(exc)
+        # (not kept until the next job: a model the job held would outlive its last user)
+        del fn, args, kwargs, future
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's threads: it starts a compute thread of its
+    own on its first job, instead of queueing jobs for one that does not exist."""
+    global _jobs, _thread_ident, _lock
+    _jobs, _thread_ident, _lock = None, None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _submit(fn, *args, **kwargs) -> Future:
@@ -74,24 +87,33 @@ class DecodingThreads:
     when a second one decodes in a build whose CPU back end uses OpenMP (llama.cpp's default),
     since from then on the process holds a team of threads per such thread."""
 
-    def __init__(self, openmp: bool):
-        self.openmp = openmp
+    def __init__(self, openmp: bool, threads: int = 1):
+        # (two teams of ``threads`` that fit in the CPUs this process may use slow nothing)
+        self.matters = openmp and 2 * threads > _usable_cpus()
         self.first = threading.get_ident()
         self.warned = False
 
     def note(self) -> str | None:
         me = threading.get_ident()
-        if self.warned or not self.openmp or me == self.first:
+        if self.warned or not self.matters or me == self.first:
             return None
         self.warned = True
         return (
             "pyspec: this model decodes on a thread other than the one that loaded it: "
             "llama.cpp's OpenMP build gives every thread that computes a team of its own, and "
             "once the process holds more of them than the machine has CPUs every decode "
-            "slows (by a third, measured on 2 cores). Decode from one thread, or create "
+            "slows (by a quarter to a third, measured on 2 cores). Decode from one thread, or "
+            "create "
             "the model with SpeculativeLlama(..., compute_thread=True), which loads it and "
             "runs every decode on one thread of pyspec's (said once per model)"
         )
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not Linux)
+        return os.cpu_count() or 1
 
 
 def on_compute_thread() -> bool:
@@ -109,7 +131,7 @@ def run(fn, *args, **kwargs):
 _DONE = object()
 
 
-def _later(fn) -> None:
+def later(fn) -> None:
     """Queues ``fn`` on the compute thread without waiting for it (errors are logged). The
     queue keeps the order: what is queued after it runs after it."""
 
@@ -137,7 +159,7 @@ def pinned(iterator: Iterator) -> Iterator:
             else:  # an answer abandoned by its client is often let go on the server's
                 # event-loop thread, which must not wait for a completion under way (the
                 # model closes an open stream itself before its next one)
-                _later(close)
+                later(close)
 
 
 # What decodes, called through the instance: ``llama(...)`` and the chat handlers call
@@ -167,7 +189,7 @@ def pin_entry_points(llama, names=ENTRY_POINTS) -> None:
             def on_thread(_method=method):
                 if on_compute_thread():
                     return _method()
-                _later(_method)
+                later(_method)
 
         else:
 

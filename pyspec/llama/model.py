@@ -30,7 +30,8 @@ import numpy as np
 
 from pyspec.errors import ArgumentTypeError, ClosedError, InvalidInputError
 from pyspec.llama.completion_logprobs import check_n_top, completion_logprobs
-from pyspec.llama.compute_thread import DecodingThreads, pinned
+from pyspec.llama.compute_thread import DecodingThreads, on_compute_thread, pinned
+from pyspec.llama.compute_thread import later as later_on_compute_thread
 from pyspec.llama.compute_thread import run as run_on_compute_thread
 from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
@@ -284,7 +285,8 @@ def _enable(llama: llama_cpp.Llama, draft, options: SpeculationOptions) -> Specu
     llama.speculation = spec
     # (taken as the thread that loaded it: SpeculativeLlama and pyspec serve enable where
     # they load)
-    llama.decoding_threads = DecodingThreads(openmp=_openmp_build())
+    threads = max(getattr(llama, "n_threads", 1) or 1, getattr(llama, "n_threads_batch", 1) or 1)
+    llama.decoding_threads = DecodingThreads(openmp=_openmp_build(), threads=threads)
     llama.__class__ = _speculative_class(type(llama))
     # Llama.close() (also from llama_cpp.server when it switches models) frees the drafter and
     # the batch first: the exit stack runs its callbacks last in, first out.
@@ -377,7 +379,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         load = functools.partial(self._load, model_path, draft, options, huge_pages, llama_kwargs)
         if compute_thread:
             run_on_compute_thread(load)
-            self.__class__ = SpeculativeLlamaOnComputeThread
+            self.__class__ = _on_compute_thread_class(type(self))
         else:
             load()
 
@@ -421,27 +423,54 @@ _MODEL_METHODS = tuple(
 )
 
 
-class SpeculativeLlamaOnComputeThread(SpeculativeLlama):
-    """What a ``SpeculativeLlama(..., compute_thread=True)`` is: every method that decodes
-    runs on the compute thread (``compute_thread.py``), a stream token by token there."""
+class _OnComputeThread:
+    """Mixed in before a SpeculativeLlama class by ``compute_thread=True``: the methods named
+    in ``ON_COMPUTE_THREAD`` run on the compute thread (``compute_thread.py``), a stream token
+    by token there."""
+
+    def __del__(self):
+        # (the garbage collector runs this on whatever thread allocates: never wait there)
+        if sys.is_finalizing() or on_compute_thread():
+            _close_now(self)
+        else:
+            later_on_compute_thread(functools.partial(_close_now, self))
 
 
-def _on_compute_thread(name: str):
-    method = getattr(SpeculativeLlama, name)
+def _close_now(llama) -> None:
+    """Closes ``llama`` with its class's own ``close`` (on the calling thread)."""
+    cls = type(llama)
+    if issubclass(cls, _OnComputeThread):
+        cls = cls.__mro__[cls.__mro__.index(_OnComputeThread) + 1]
+    cls.close(llama)
 
-    @functools.wraps(method)
+
+def _routed(name: str):
     def on_thread(self, *args, **kwargs):
-        if sys.is_finalizing():  # (close from __del__ at exit: the thread may be gone)
-            return method(self, *args, **kwargs)
-        result = run_on_compute_thread(method, self, *args, **kwargs)
+        if sys.is_finalizing():  # (the thread may be gone at exit)
+            return _call_now(self, name, args, kwargs)
+        result = run_on_compute_thread(_call_now, self, name, args, kwargs)
         return pinned(result) if isinstance(result, Iterator) else result
 
+    on_thread.__name__ = on_thread.__qualname__ = name
+    on_thread.__doc__ = getattr(SpeculativeLlama, name).__doc__
     return on_thread
 
 
+def _call_now(llama, name: str, args, kwargs):
+    """``llama``'s method ``name`` as its class has it now, without the routing: a call
+    queued behind ``close`` meets the closed class's ClosedError, not the freed model."""
+    cls = type(llama)
+    if issubclass(cls, _OnComputeThread):
+        method = getattr(super(_OnComputeThread, llama), name)
+    else:  # closed, or switched back, while the call waited
+        method = getattr(llama, name)
+    return method(*args, **kwargs)
+
+
 # What decodes: llama-cpp-python's __call__ and chat handlers call create_completion, which
-# calls generate; create_embedding calls embed; generate calls eval. close frees there too.
-for _name in (
+# calls generate; create_embedding calls embed; generate calls eval. The rest read or change
+# the context's state, so they queue with the decodes; close frees there.
+ON_COMPUTE_THREAD = (
     "create_completion",
     "create_chat_completion",
     "create_embedding",
@@ -449,10 +478,32 @@ for _name in (
     "eval",
     "generate",
     "calibrate",
+    "use_calibration",
+    "reset",
+    "set_seed",
+    "set_cache",
+    "save_state",
+    "load_state",
     "close",
-):
-    setattr(SpeculativeLlamaOnComputeThread, _name, _on_compute_thread(_name))
+)
+for _name in ON_COMPUTE_THREAD:
+    setattr(_OnComputeThread, _name, _routed(_name))
 del _name
+
+_ON_COMPUTE_THREAD_CLASSES: dict = {}
+
+
+def _on_compute_thread_class(cls: type) -> type:
+    """``cls`` (SpeculativeLlama or a subclass of it) with ``_OnComputeThread`` before it."""
+    if issubclass(cls, _OnComputeThread):
+        return cls
+    if cls not in _ON_COMPUTE_THREAD_CLASSES:
+        name = f"{cls.__name__}OnComputeThread"
+        _ON_COMPUTE_THREAD_CLASSES[cls] = type(name, (_OnComputeThread, cls), {})
+    return _ON_COMPUTE_THREAD_CLASSES[cls]
+
+
+SpeculativeLlamaOnComputeThread = _on_compute_thread_class(SpeculativeLlama)
 
 
 class ClosedSpeculativeLlama(SpeculativeLlama):
