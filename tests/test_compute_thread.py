@@ -86,6 +86,29 @@ def test_a_forked_child_gets_a_compute_thread_of_its_own():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_embeddings_from_a_second_thread_are_said_once_too(caplog):
+    from pyspec.llama.compute_thread import DecodingThreads
+    from pyspec.llama.model import SpeculativeMethods
+
+    class Llama:  # (a stand-in for llama_cpp.Llama's embed: no model needed)
+        def embed(self, text):
+            return [float(len(text))]
+
+    class Speculative(SpeculativeMethods, Llama):
+        pass
+
+    model = Speculative()
+    # (as many threads as make two teams outnumber any machine's CPUs)
+    model.decoding_threads = DecodingThreads(openmp=True, threads=10**6)
+    assert model.embed("abc") == [3.0]  # the loading thread: nothing said
+    for _ in range(2):
+        t = threading.Thread(target=lambda: model.embed("x"))
+        t.start()
+        t.join()
+    said = [r for r in caplog.records if "a thread other than the one" in r.getMessage()]
+    assert len(said) == 1
+
+
 def test_compute_thread_must_be_a_bool_and_is_checked_before_the_model_loads():
     from pyspec.errors import ArgumentTypeError
     from pyspec.llama import SpeculativeLlama

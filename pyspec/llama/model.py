@@ -78,6 +78,12 @@ class SpeculativeMethods:
         self._note_decoding_thread()
         return self.speculation.calibrate(progress)
 
+    def embed(self, *args, **kwargs):
+        """``Llama.embed``; said once in the log if it decodes on a thread other than the
+        loading one (``compute_thread.DecodingThreads``), as ``generate`` does."""
+        self._note_decoding_thread()
+        return super().embed(*args, **kwargs)
+
     def _note_decoding_thread(self) -> None:
         threads = getattr(self, "decoding_threads", None)
         warning = threads.note() if threads is not None else None
