@@ -135,6 +135,51 @@ def _settled_os_threads() -> int:
     return last
 
 
+def _threads_added(call, answers: list) -> int:
+    """OS threads left by 3 threads that each append ``call()`` to ``answers`` and stay alive
+    (a team lives as long as the thread that owns it), beyond the 3 themselves. The calls
+    take turns, as llama_cpp.server serves a model and as streams of one model must."""
+    release = threading.Event()
+    one_at_a_time = threading.Lock()
+
+    def caller():
+        with one_at_a_time:
+            answers.append(call())
+        release.wait()
+
+    before = _settled_os_threads()
+    callers = [threading.Thread(target=caller) for _ in range(3)]
+    for t in callers:
+        t.start()
+    while len(answers) < 3 and all(t.is_alive() for t in callers):
+        threading.Event().wait(0.05)
+    added = _os_threads() - before - len(callers)
+    release.set()
+    for t in callers:
+        t.join()
+    assert len(answers) == 3
+    return added
+
+
+def _scenario(name: str, gemma_path: str) -> dict:
+    """The dict this module's function ``name`` returns, run in a Python process of its own
+    (a test process must not keep the teams it starts)."""
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        f"from test_compute_thread import {name}; "
+        f"print(json.dumps({name}(sys.argv[2])))"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", script, here, gemma_path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def served_model_teams(gemma_path: str) -> dict:
     """OS threads added by request threads that decode through the served model's entry
     points (completions, and chats as llama_cpp.server streams them), and, as the control,
@@ -165,29 +210,11 @@ def served_model_teams(gemma_path: str) -> dict:
     llama.create_completion(prompt="x", max_tokens=1)
 
     def teams_added(complete) -> int:
-        """OS threads left by 3 request threads that each stream an answer and stay alive
-        (a team lives as long as the thread that owns it), beyond the 3 themselves."""
-        release, done = threading.Event(), []
-        one_at_a_time = threading.Lock()  # as llama_cpp.server serves a model
-
         def request():
-            with one_at_a_time:
-                out = complete(prompt="def add(a, b):", max_tokens=4, temperature=0.0, stream=True)
-                done.append("".join(c["choices"][0]["text"] for c in out))
-            release.wait()
+            out = complete(prompt="def add(a, b):", max_tokens=4, temperature=0.0, stream=True)
+            return "".join(c["choices"][0]["text"] for c in out)
 
-        before = _settled_os_threads()
-        callers = [threading.Thread(target=request) for _ in range(3)]
-        for t in callers:
-            t.start()
-        while len(done) < 3 and all(t.is_alive() for t in callers):
-            threading.Event().wait(0.05)
-        added = _os_threads() - before - len(callers)
-        release.set()
-        for t in callers:
-            t.join()
-        assert len(done) == 3
-        return added
+        return _threads_added(request, [])
 
     def chat_as_the_server_streams_it(prompt, **kw):
         # llama_cpp.server calls the class's create_chat_completion on the instance; its
@@ -217,20 +244,7 @@ def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
     per thread beyond the first), as the control shows; through the served model's entry
     points, request threads add no team: only the compute thread decodes."""
     pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
-    script = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); "
-        "from test_compute_thread import served_model_teams; "
-        "print(json.dumps(served_model_teams(sys.argv[2])))"
-    )
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run(
-        [sys.executable, "-c", script, here, gemma_path],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    added = json.loads(out.stdout.strip().splitlines()[-1])
+    added = _scenario("served_model_teams", gemma_path)
     # (a thread of the process's own may come or go meanwhile: one either way is allowed;
     # a team per request thread adds three)
     assert added["completion"] <= 1 and added["chat"] <= 1, added
@@ -264,30 +278,6 @@ def library_model_threads(gemma_path: str) -> dict:
     llm.speculation.generate = watched_generate
     llm.create_completion(prompt="x", max_tokens=1)  # (the compute thread's own team)
 
-    def threads_added(complete, answers) -> int:
-        """OS threads left by 3 threads that each stream an answer and stay alive, beyond
-        the 3 themselves."""
-        release = threading.Event()
-        one_at_a_time = threading.Lock()  # (streams of one model take turns, as ever)
-
-        def caller():
-            with one_at_a_time:
-                answers.append(complete())
-            release.wait()
-
-        before = _settled_os_threads()
-        callers = [threading.Thread(target=caller) for _ in range(3)]
-        for t in callers:
-            t.start()
-        while len(answers) < 3 and all(t.is_alive() for t in callers):
-            threading.Event().wait(0.05)
-        added = _os_threads() - before - len(callers)
-        release.set()
-        for t in callers:
-            t.join()
-        assert len(answers) == 3
-        return added
-
     def streamed(create):
         out = create(prompt="def add(a, b):", max_tokens=6, temperature=0.0, stream=True)
         return "".join(c["choices"][0]["text"] for c in out)
@@ -299,8 +289,8 @@ def library_model_threads(gemma_path: str) -> dict:
 
     pinned, chats, control = [], [], []
     out = {
-        "completion": threads_added(lambda: streamed(llm.create_completion), pinned),
-        "chat": threads_added(chat, chats),
+        "completion": _threads_added(lambda: streamed(llm.create_completion), pinned),
+        "chat": _threads_added(chat, chats),
     }
     out["loops_on_the_compute_thread"], out["loops"] = sum(places), len(places)
     # whole answers asked from several threads at once, no lock: queued on the thread
@@ -326,7 +316,7 @@ def library_model_threads(gemma_path: str) -> dict:
         c["choices"][0]["logprobs"]["top_logprobs"][0] for c in chunks if c["choices"][0]["text"]
     )
     llm.__class__ = SpeculativeLlama  # the control: the same object, without the thread
-    out["control"] = threads_added(lambda: streamed(llm.create_completion), control)
+    out["control"] = _threads_added(lambda: streamed(llm.create_completion), control)
     llm.__class__ = SpeculativeLlamaOnComputeThread
     out["same_answers"] = len(set(pinned + control + at_once)) == 1 and len(set(chats)) == 1
     out["at_once"] = len(at_once)
@@ -363,30 +353,16 @@ def test_an_application_calling_from_several_threads_decodes_on_one_team(gemma_p
     """``SpeculativeLlama(..., compute_thread=True)`` from three application threads: no team
     added, every loop on the compute thread, the same answers as calls made on the calling
     threads; ClosedError after close. Without it, a second decoding thread is said once."""
-    script = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); "
-        "from test_compute_thread import library_model_threads; "
-        "print(json.dumps(library_model_threads(sys.argv[2])))"
-    )
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run(
-        [sys.executable, "-c", script, here, gemma_path],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _scenario("library_model_threads", gemma_path)
     assert got["completion"] <= 1 and got["chat"] <= 1, got
     # the warm-up, 3 streamed completions and 3 chats
     assert got["loops_on_the_compute_thread"] == got["loops"] == 7, got
     assert got["same_answers"] and got["closed_raises"], got
     assert got["warnings_on_the_loading_thread"] == 0, got
-    openmp = "OPENMP = 1" in subprocess.run(
-        [sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info())"],
-        capture_output=True,
-        text=True,
-    ).stdout.replace("\n", "|")
+    from pyspec.llama.runtime.build_info import build_features
+    from pyspec.llama.runtime.guard import system_info
+
+    openmp = build_features(system_info()).get("OPENMP") == "1"
     # (said where two teams of the model's 2 threads outnumber the CPUs it may use)
     said = openmp and 2 * 2 > len(os.sched_getaffinity(0))
     assert len(got["warnings"]) == (1 if said else 0), got
