@@ -252,17 +252,22 @@ def _processor_list(logits_processor) -> list:
     return processors
 
 
-_SPECULATIVE_CLASSES: dict = {}
+_MIXED_CLASSES: dict = {}
+
+
+def _mixed_class(mixin: type, cls: type, suffix: str) -> type:
+    """``cls`` with ``mixin`` before it in a subclass named ``cls.__name__ + suffix``, made
+    once per pair (``cls`` itself where it has the mixin already)."""
+    if issubclass(cls, mixin):
+        return cls
+    if (mixin, cls) not in _MIXED_CLASSES:
+        _MIXED_CLASSES[mixin, cls] = type(f"{cls.__name__}{suffix}", (mixin, cls), {})
+    return _MIXED_CLASSES[mixin, cls]
 
 
 def _speculative_class(cls: type) -> type:
     """The subclass of a Llama class with pyspec's generate and create_completion."""
-    if issubclass(cls, SpeculativeMethods):
-        return cls
-    if cls not in _SPECULATIVE_CLASSES:
-        name = f"{cls.__name__}WithSpeculation"
-        _SPECULATIVE_CLASSES[cls] = type(name, (SpeculativeMethods, cls), {})
-    return _SPECULATIVE_CLASSES[cls]
+    return _mixed_class(SpeculativeMethods, cls, "WithSpeculation")
 
 
 def enable_speculation(llama: llama_cpp.Llama, draft=None, **options) -> Speculation:
@@ -496,17 +501,10 @@ for _name in ON_COMPUTE_THREAD:
     setattr(_OnComputeThread, _name, _routed(_name))
 del _name
 
-_ON_COMPUTE_THREAD_CLASSES: dict = {}
-
 
 def _on_compute_thread_class(cls: type) -> type:
     """``cls`` (SpeculativeLlama or a subclass of it) with ``_OnComputeThread`` before it."""
-    if issubclass(cls, _OnComputeThread):
-        return cls
-    if cls not in _ON_COMPUTE_THREAD_CLASSES:
-        name = f"{cls.__name__}OnComputeThread"
-        _ON_COMPUTE_THREAD_CLASSES[cls] = type(name, (_OnComputeThread, cls), {})
-    return _ON_COMPUTE_THREAD_CLASSES[cls]
+    return _mixed_class(_OnComputeThread, cls, "OnComputeThread")
 
 
 SpeculativeLlamaOnComputeThread = _on_compute_thread_class(SpeculativeLlama)
