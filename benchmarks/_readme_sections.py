@@ -1081,9 +1081,11 @@ def draft_lengths_table(run: Run) -> list:
 def _undrafted(e: dict, workload: str, best: str) -> dict | None:
     """Over the requests of ``workload`` where llama-server's ``best`` mode drafted nothing:
     how many, and the geometric mean rates of that mode, of plain llama-server and of
-    pyspec serve without drafts (None where the run has no such request or row). llama-server
-    runs a request with nothing drafted on its speculative path, which is not its plain
-    one, so its drafts' gain over its plain server needs this to be read."""
+    pyspec serve without drafts (None where the run has no such request or row). The mode's
+    server is another process than plain llama-server's, and two llama-server processes
+    decode at different speeds with their weights in 4 KB pages (by how fragmented free
+    memory was when each loaded: docs/generation.md), so its drafts' gain over plain
+    llama-server needs this to be read."""
     need = (best, "llama-server", "pyspec serve, no drafts")
     rows = [
         r
@@ -1120,8 +1122,8 @@ def _draft_gains(e: dict, workload: str) -> str:
     if idle:
         ahead = idle[best] / idle["llama-server"]
         text += (
-            f"; but on the {idle['requests']} requests where `{short}` drafted nothing it "
-            f"already ran {ahead:.2f}x plain llama-server ({idle[best]:.2f} against "
+            f"; but on the {idle['requests']} requests where `{short}` drafted nothing its "
+            f"process already ran {ahead:.2f}x plain llama-server's ({idle[best]:.2f} against "
             f"{idle['llama-server']:.2f} tok/s; pyspec serve without drafts "
             f"{idle['pyspec serve, no drafts']:.2f} there), so by that estimate its drafts "
             f"gained about {theirs / ahead:.2f}x over its own decoding"
