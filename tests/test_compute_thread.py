@@ -181,9 +181,9 @@ def _scenario(name: str, gemma_path: str) -> dict:
 
 
 def served_model_teams(gemma_path: str) -> dict:
-    """OS threads added by request threads that decode through the served model's entry
-    points (completions, and chats as llama_cpp.server streams them), and, as the control,
-    through the unpinned method. Run in a process of its own: the compute thread's team
+    """OS threads added by request threads that decode through the served model's methods
+    (completions, and chats as llama_cpp.server streams them), and, as the control, through
+    the same object without the routing. Run in a process of its own: the compute thread's team
     stays for the life of the process, and a test process's later decodes on its main
     thread would then run with two teams, slower."""
     import llama_cpp
@@ -195,17 +195,19 @@ def served_model_teams(gemma_path: str) -> dict:
         model=gemma_path, n_ctx=512, n_threads=2, verbose=False, calibrate=False
     )
     from pyspec.llama import compute_thread
+    from pyspec.llama.model import routed_class_base
 
     llama = SpeculativeLlamaProxy.load_llama_from_model_settings(settings)
-    raw = type(llama).create_completion  # the unpinned method, for the control
+    own = routed_class_base(type(llama))  # the class whose methods the routing calls
+    assert own is not type(llama)
     # where each decoding loop runs (every completion's tokens come from generate)
-    generate, places = type(llama).generate, []
+    generate, places = own.generate, []
 
     def watched_generate(self, *args, **kwargs):
         places.append(compute_thread.on_compute_thread())
         yield from generate(self, *args, **kwargs)
 
-    type(llama).generate = watched_generate
+    own.generate = watched_generate
     # the compute thread's own team, where loading the model did not start one already
     llama.create_completion(prompt="x", max_tokens=1)
 
@@ -218,7 +220,7 @@ def served_model_teams(gemma_path: str) -> dict:
 
     def chat_as_the_server_streams_it(prompt, **kw):
         # llama_cpp.server calls the class's create_chat_completion on the instance; its
-        # handler calls the instance's (pinned) create_completion. Chunks as completions'.
+        # handler calls the instance's (routed) create_completion. Chunks as completions'.
         messages = [{"role": "user", "content": prompt}]
         for chunk in llama_cpp.Llama.create_chat_completion(llama, messages=messages, **kw):
             yield {"choices": [{"text": chunk["choices"][0]["delta"].get("content") or ""}]}
@@ -230,10 +232,15 @@ def served_model_teams(gemma_path: str) -> dict:
         }
         out["loops_on_the_compute_thread"] = sum(places)
         out["loops"] = len(places)
-        out["control"] = teams_added(lambda **kw: raw(llama, **kw))
+        routed = type(llama)
+        llama.__class__ = own  # the control: the same object, without the routing
+        try:
+            out["control"] = teams_added(llama.create_completion)
+        finally:
+            llama.__class__ = routed
         return out
     finally:
-        type(llama).generate = generate
+        own.generate = generate
         llama.close()
 
 
@@ -253,6 +260,55 @@ def test_a_served_model_decodes_on_one_team_of_threads_whoever_asks(gemma_path):
     if added["control"] == 0:
         pytest.skip("this llama.cpp build gives a calling thread no OpenMP team")
     assert added["control"] >= 3, added  # one worker thread per request thread, unpinned
+
+
+def switched_models(gemma_path: str) -> dict:
+    """pyspec serve's model proxy with two models (the same file under two aliases, one
+    drafting, one not), asked for one, the other, then the first again, as requests naming
+    them switch it: where each close ran, and each model's greedy answer. Run in a process
+    of its own."""
+    from pyspec.llama import compute_thread
+    from pyspec.llama.model import routed_class_base
+    from pyspec.serve.app import SpeculativeLlamaProxy
+    from pyspec.serve.settings import SpeculativeModelSettings
+
+    def settings(alias, draft):
+        return SpeculativeModelSettings(
+            model=gemma_path, model_alias=alias, draft=draft, n_ctx=512, n_threads=2,
+            verbose=False, calibrate=False,
+        )  # fmt: skip
+
+    proxy = SpeculativeLlamaProxy([settings("lookup", "lookup"), settings("plain", "none")])
+    own = routed_class_base(type(proxy("lookup")))
+    close, closes = own.close, []
+
+    def watched_close(self):
+        closes.append(compute_thread.on_compute_thread())
+        close(self)
+
+    def answer(alias):
+        out = proxy(alias).create_completion(prompt="def add(a, b):", max_tokens=6, temperature=0)
+        return out["choices"][0]["text"]
+
+    own.close = watched_close
+    try:
+        answers = [answer("lookup"), answer("plain"), answer("lookup")]
+        proxy.free()
+    finally:
+        own.close = close
+    return {"answers": answers, "closes_on_the_compute_thread": closes}
+
+
+@pytest.mark.model
+def test_a_served_model_switch_closes_on_the_compute_thread_and_loads_the_next(gemma_path):
+    """A request naming another model closes the current one (on the compute thread, where
+    its context lives) and loads the next; each answers, and the first, loaded again,
+    answers as before."""
+    pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
+    got = _scenario("switched_models", gemma_path)
+    assert got["closes_on_the_compute_thread"] == [True, True, True], got
+    assert len(got["answers"]) == 3 and got["answers"][0] == got["answers"][2], got
+    assert all(got["answers"]), got
 
 
 def library_model_threads(gemma_path: str) -> dict:

@@ -20,11 +20,11 @@ thread of its own, alive as long as the process (``run``, ``pinned``): the reque
 only wait for it. llama_cpp.server already answers one request at a time, so nothing runs
 less in parallel. ``SpeculativeLlama(..., compute_thread=True)`` does the same for an
 application; without it, ``DecodingThreads`` has the log say when a second thread decodes.
+Both put a model's methods on the thread with ``model.move_to_compute_thread``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import queue
@@ -160,44 +160,3 @@ def pinned(iterator: Iterator) -> Iterator:
                 # event-loop thread, which must not wait for a completion under way (the
                 # model closes an open stream itself before its next one)
                 later(close)
-
-
-# What decodes, called through the instance: ``llama(...)`` and the chat handlers call
-# ``create_completion``, ``create_embedding`` calls ``embed``, llama-cpp-python's
-# ``generate`` and multimodal chat handlers call ``eval``; llama_cpp.server streams a chat
-# by calling the class's ``create_chat_completion`` on the instance, whose handler then
-# calls the pinned ``create_completion``. ``close`` on a switch to another model.
-ENTRY_POINTS = (
-    "create_completion",
-    "create_chat_completion",
-    "create_embedding",
-    "embed",
-    "eval",
-    "close",
-)
-
-
-def pin_entry_points(llama, names=ENTRY_POINTS) -> None:
-    """Makes ``llama``'s methods that decode run on the compute thread (streamed answers
-    item by item). ``close`` is queued there without waiting (a model switch runs on the
-    server's event-loop thread; the next model's load is queued after it)."""
-    for name in names:
-        method = getattr(llama, name)
-        if name == "close":
-
-            @functools.wraps(method)
-            def on_thread(_method=method):
-                if on_compute_thread():
-                    return _method()
-                later(_method)
-
-        else:
-
-            @functools.wraps(method)
-            def on_thread(*args, _method=method, **kwargs):
-                result = run(_method, *args, **kwargs)
-                if isinstance(result, Iterator):
-                    return pinned(result)
-                return result
-
-        setattr(llama, name, on_thread)

@@ -390,7 +390,7 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         load = functools.partial(self._load, model_path, draft, options, huge_pages, llama_kwargs)
         if compute_thread:
             run_on_compute_thread(load)
-            self.__class__ = _on_compute_thread_class(type(self))
+            move_to_compute_thread(self)
         else:
             load()
 
@@ -435,9 +435,9 @@ _MODEL_METHODS = tuple(
 
 
 class _OnComputeThread:
-    """Mixed in before a SpeculativeLlama class by ``compute_thread=True``: the methods named
-    in ``ON_COMPUTE_THREAD`` run on the compute thread (``compute_thread.py``), a stream token
-    by token there."""
+    """Mixed in before a model's class by ``move_to_compute_thread`` (``compute_thread=True``,
+    pyspec serve's models): the methods named in ``ON_COMPUTE_THREAD`` run on the compute
+    thread (``compute_thread.py``), a stream token by token there."""
 
     def __del__(self):
         # (the garbage collector runs this on whatever thread allocates: never wait there)
@@ -447,12 +447,17 @@ class _OnComputeThread:
             later_on_compute_thread(functools.partial(_close_now, self))
 
 
+def routed_class_base(cls: type) -> type:
+    """The class ``_OnComputeThread`` was mixed into to make ``cls`` (``cls`` itself where it
+    has no routing): where the calls' own methods are."""
+    if issubclass(cls, _OnComputeThread):
+        return cls.__mro__[cls.__mro__.index(_OnComputeThread) + 1]
+    return cls
+
+
 def _close_now(llama) -> None:
     """Closes ``llama`` with its class's own ``close`` (on the calling thread)."""
-    cls = type(llama)
-    if issubclass(cls, _OnComputeThread):
-        cls = cls.__mro__[cls.__mro__.index(_OnComputeThread) + 1]
-    cls.close(llama)
+    routed_class_base(type(llama)).close(llama)
 
 
 def _routed(name: str):
@@ -479,8 +484,11 @@ def _call_now(llama, name: str, args, kwargs):
 
 
 # What decodes: llama-cpp-python's __call__ and chat handlers call create_completion, which
-# calls generate; create_embedding calls embed; generate calls eval. The rest read or change
-# the context's state, so they queue with the decodes; close frees there.
+# calls generate; create_embedding calls embed; generate calls eval (llama_cpp.server streams
+# a chat by calling the Llama class's create_chat_completion on the instance, which the
+# routing does not see, but its handler calls the instance's create_completion, which it
+# does). The rest read or change the context's state, so they queue with the decodes; close
+# frees there (a model switch in pyspec serve waits for it, as it then waits for the load).
 ON_COMPUTE_THREAD = (
     "create_completion",
     "create_chat_completion",
@@ -503,8 +511,17 @@ del _name
 
 
 def _on_compute_thread_class(cls: type) -> type:
-    """``cls`` (SpeculativeLlama or a subclass of it) with ``_OnComputeThread`` before it."""
+    """``cls`` (a Llama class) with ``_OnComputeThread`` before it."""
     return _mixed_class(_OnComputeThread, cls, "OnComputeThread")
+
+
+def move_to_compute_thread(llama: llama_cpp.Llama) -> None:
+    """From now on, ``llama``'s calls that decode or touch its context (``ON_COMPUTE_THREAD``)
+    run on the compute thread, whatever thread makes them; streams item by item there. For a
+    model loaded on that thread (``compute_thread.run``), so that one OpenMP team serves it:
+    ``SpeculativeLlama(..., compute_thread=True)`` and pyspec serve's models. A user's
+    subclass keeps its overrides (the routing is a subclass of the object's class)."""
+    llama.__class__ = _on_compute_thread_class(type(llama))
 
 
 SpeculativeLlamaOnComputeThread = _on_compute_thread_class(SpeculativeLlama)

@@ -29,6 +29,7 @@ from llama_cpp.server.model import LlamaProxy
 from pyspec.llama import compute_thread, enable_speculation
 from pyspec.llama.drafting.calibration import calibrate_once
 from pyspec.llama.huge_pages import into_huge_pages
+from pyspec.llama.model import move_to_compute_thread
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
 from pyspec.serve.response_stats import ResponseStatsMiddleware, StatsById
@@ -79,7 +80,7 @@ class SpeculativeLlamaProxy(LlamaProxy):
     def load_llama_from_model_settings(settings) -> llama_cpp.Llama:
         # loaded, calibrated and run on one thread: llama.cpp's OpenMP teams (compute_thread)
         llama = compute_thread.run(SpeculativeLlamaProxy._load, settings)
-        compute_thread.pin_entry_points(llama)
+        move_to_compute_thread(llama)
         return llama
 
     @staticmethod
