@@ -124,3 +124,44 @@ def test_the_record_round_trips_through_the_cache(tmp_path):
     assert load_drafter_record(path) == {}
     path.write_text("not json")
     assert load_drafter_record(path) == {}
+
+
+def test_the_doctor_reads_a_draft_models_record_as_one_not_as_batch_costs(
+    monkeypatch, tmp_path, capsys
+):
+    """The cost cache holds a target's batch costs and, beside them, what a draft model
+    learned (``drafter_cache_file``); the doctor checks each kind by its own reader, so a
+    valid record is not reported as unreadable (nor offered for deletion), a broken one is."""
+    from types import SimpleNamespace
+
+    from pyspec.llama.drafting.cost_cache import (
+        drafter_cache_file,
+        is_drafter_record,
+        save_drafter_record,
+    )
+    from pyspec.tools.doctor import WARN, Report, check_cost_cache
+
+    monkeypatch.setenv("PYSPEC_COST_CACHE", "on")
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    costs = tmp_path / "costs"
+    costs.mkdir()
+    target = costs / "target-q4_k_m-0123456789abcdef0123.json"
+    target.write_text('{"format": 2, "ratios": {"2": 1.5, "3": 1.9}}')
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(b"GGUF")
+    record = drafter_cache_file(target, SimpleNamespace(model_path=str(draft)))
+    assert is_drafter_record(record) and not is_drafter_record(target)
+    save_drafter_record(record, {"balance": 0.37, "draft_cost_ratio": None})
+
+    def checked():
+        report = Report()
+        check_cost_cache(report)
+        return [line for line in report.lines if line[0] == WARN], report.lines[-1][2]
+
+    warnings, summary = checked()
+    assert warnings == [], warnings
+    assert "1 batch-cost file(s)" in summary and "1 draft-model record(s), 1 valid" in summary
+    record.write_text('{"balance": "lots"}')
+    warnings, summary = checked()
+    assert [w[2].split(":")[0] for w in warnings] == [record.name]
+    assert "1 draft-model record(s), 0 valid" in summary

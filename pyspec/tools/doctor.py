@@ -177,22 +177,32 @@ def check_models(report: Report) -> None:
 
 def check_cost_cache(report: Report) -> None:
     from pyspec.cache import cache_dir
-    from pyspec.llama.drafting.cost_cache import cache_enabled, is_calibrated, read_ratios
+    from pyspec.llama.drafting import cost_cache
 
-    if not cache_enabled():
+    if not cost_cache.cache_enabled():
         report.add(OK, "cost cache", "off (PYSPEC_COST_CACHE)")
         return
     files = sorted((cache_dir() / "costs").glob("*.json"))
-    bad = [(f, why) for f in files for why in [read_ratios(f)[1]] if why]
+    # two kinds of file: a target's batch costs, and what a draft model beside it learned
+    records = [f for f in files if cost_cache.is_drafter_record(f)]
+    shapes = [f for f in files if f not in records]
+    bad = [(f, why) for f in shapes for why in [cost_cache.read_ratios(f)[1]] if why]
+    bad += [(f, why) for f in records for why in [cost_cache.read_drafter_record(f)[1]] if why]
     for f, why in bad:
         report.add(WARN, "cost cache", f"{f.name}: {why}; it is ignored (delete it to tidy up)")
-    report.add(
-        OK,
-        "cost cache",
-        f"{len(files)} file(s) in {cache_dir() / 'costs'}, {len(files) - len(bad)} valid, "
-        f"{sum(map(is_calibrated, files))} calibrated at every draft length (pyspec generate "
-        "and serve calibrate a model and setup on first use)",
+    bad_files = {f for f, _ in bad}
+    text = (
+        f"{len(shapes)} batch-cost file(s) in {cache_dir() / 'costs'}, "
+        f"{sum(f not in bad_files for f in shapes)} valid, "
+        f"{sum(map(cost_cache.is_calibrated, shapes))} calibrated at every draft length "
+        "(pyspec generate and serve calibrate a model and setup on first use)"
     )
+    if records:
+        text += (
+            f"; {len(records)} draft-model record(s), "
+            f"{sum(f not in bad_files for f in records)} valid"
+        )
+    report.add(OK, "cost cache", text)
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import platform
+import re
 from numbers import Real
 from pathlib import Path
 from typing import Optional
@@ -204,10 +205,18 @@ def drafter_cache_file(target_file: Optional[Path], draft_llama) -> Optional[Pat
     return target_file.with_name(f"{target_file.stem}-draft-{digest}.json")
 
 
-def load_drafter_record(path: Optional[Path]) -> dict:
-    """The record, or {} (no file; an unreadable or implausible one, with one warning)."""
-    if path is None or not path.is_file():
-        return {}
+# (drafter_cache_file's names: a target's cost file names end in a 20-digit digest instead)
+_DRAFTER_RECORD_NAME = re.compile(r"-draft-[0-9a-f]{12}\.json$")
+
+
+def is_drafter_record(path: Path) -> bool:
+    """Whether ``path`` names a draft model's record (``drafter_cache_file``) rather than a
+    target's batch costs."""
+    return bool(_DRAFTER_RECORD_NAME.search(path.name))
+
+
+def read_drafter_record(path: Path):
+    """(the record, '') or ({}, why it is ignored), from one read."""
     try:
         record = json.loads(path.read_text())
         clean = {
@@ -222,12 +231,20 @@ def load_drafter_record(path: Optional[Path]) -> dict:
             )
         }
     except (OSError, ValueError, TypeError, AttributeError) as exc:
-        log.warning("pyspec: ignoring the drafter record %s: %s", path, exc)
-        return {}
+        return {}, f"unreadable ({exc})"
     if any(v is not None and (not math.isfinite(v) or not -1e6 < v < 1e6) for v in clean.values()):
-        log.warning("pyspec: ignoring the drafter record %s: implausible values", path)
+        return {}, "implausible values"
+    return {k: v for k, v in clean.items() if v is not None}, ""
+
+
+def load_drafter_record(path: Optional[Path]) -> dict:
+    """The record, or {} (no file; an unreadable or implausible one, with one warning)."""
+    if path is None or not path.is_file():
         return {}
-    return {k: v for k, v in clean.items() if v is not None}
+    record, problem = read_drafter_record(path)
+    if problem:
+        log.warning("pyspec: ignoring the drafter record %s: %s", path, problem)
+    return record
 
 
 def save_drafter_record(path: Optional[Path], record: dict) -> None:
