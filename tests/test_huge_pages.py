@@ -43,21 +43,9 @@ def private_buffer(size: int) -> mmap.mmap:
     return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
-def why_no_collapse() -> str:
-    """'' where this kernel moves a filled anonymous buffer into huge pages, else why not."""
-    buffer = private_buffer(MIN_REGION + 2 * HUGE_PAGE)
-    try:
-        buffer.write(b"\x01" * len(buffer))
-        start = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
-        report = collapse([(start, start + len(buffer))])
-        return "" if report.bytes else report.why_not
-    finally:
-        buffer.close()
-
-
 @linux_only
 def test_a_filled_buffer_is_collapsed_and_reserved_space_beside_it_is_not():
-    why = why_no_collapse()
+    why = huge_pages.why_not_here()
     if why:
         pytest.skip(f"huge pages cannot be made here: {why}")
     size = 2 * MIN_REGION + 4 * HUGE_PAGE
@@ -100,6 +88,27 @@ def test_where_transparent_huge_pages_are_off_the_report_says_so(monkeypatch, tm
 
 
 @linux_only
+def test_the_doctor_says_whether_a_models_weights_get_2_mb_pages(monkeypatch, tmp_path):
+    from pyspec.tools.doctor import OK, WARN, Report, check_huge_pages
+
+    def said():
+        report = Report()
+        check_huge_pages(report)
+        return report.lines[-1]
+
+    level, _, detail = said()
+    assert (level == OK) == (huge_pages.why_not_here() == ""), detail
+    setting = tmp_path / "enabled"
+    setting.write_text("always madvise [never]\n")
+    monkeypatch.setattr(huge_pages, "THP_SETTING", setting)
+    level, _, detail = said()
+    assert level == WARN and "never" in detail and "4 KB pages" in detail
+    monkeypatch.setenv("PYSPEC_HUGE_PAGES", "off")
+    level, _, detail = said()
+    assert level == WARN and "turned off" in detail
+
+
+@linux_only
 def test_a_real_model_decodes_the_same_from_huge_pages(qwen_path):
     # Qwen2.5-Coder 1.5B: its repacked weights fill hundreds of MiB on every x86 build (the
     # AMX buffer, or the repacked Q4_K one); a 270M model's may not reach MIN_REGION there.
@@ -123,7 +132,7 @@ def test_a_real_model_decodes_the_same_from_huge_pages(qwen_path):
     assert not off.asked and off.bytes == 0
     info = llama_cpp.llama_print_system_info().decode()
     repacked = "AMX_INT8 = 1" in info or "REPACK = 1" in info  # weights in llama.cpp's buffers
-    if repacked and not why_no_collapse():
+    if repacked and not huge_pages.why_not_here():
         assert on.bytes >= MIN_REGION and on.seconds > 0, on
     assert texts[0]["choices"][0]["text"] == texts[1]["choices"][0]["text"]
 

@@ -181,6 +181,25 @@ def collapse(intervals: list, report: Optional[HugePages] = None) -> HugePages:
     return report
 
 
+def why_not_here() -> str:
+    """'' where this machine moves a filled anonymous buffer of a model's size into 2 MB
+    pages, as ``into_huge_pages`` does after a load, else why not (a trial on 68 MB of
+    private anonymous memory, as malloc gives llama.cpp; ``pyspec doctor``)."""
+    if not sys.platform.startswith("linux"):
+        return f"only on Linux, not {sys.platform}"
+    # (mmap's default is shared memory, whose huge pages another setting governs)
+    buffer = mmap.mmap(-1, MIN_REGION + 2 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        buffer.write(b"\x01" * len(buffer))
+        view = ctypes.c_char.from_buffer(buffer)
+        start = ctypes.addressof(view)
+        del view  # (an exported buffer cannot be closed)
+        report = collapse([(start, start + len(buffer))])
+        return "" if report.bytes else report.why_not
+    finally:
+        buffer.close()
+
+
 @contextlib.contextmanager
 def into_huge_pages(enabled: bool = True):
     """Wraps a model load; the report it yields is filled when the block ends (see the

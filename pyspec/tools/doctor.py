@@ -205,6 +205,23 @@ def check_cost_cache(report: Report) -> None:
     report.add(OK, "cost cache", text)
 
 
+def check_huge_pages(report: Report) -> None:
+    from pyspec.llama import huge_pages
+
+    slower = (
+        "model weights stay in the 4 KB pages llama.cpp gives them, and decode slower "
+        '(docs/generation.md, "The weights in 2 MB pages")'
+    )
+    if not huge_pages.enabled_by_env():
+        report.add(WARN, "2 MB pages", f"turned off (PYSPEC_HUGE_PAGES): {slower}")
+        return
+    why = huge_pages.why_not_here()
+    if why:
+        report.add(WARN, "2 MB pages", f"{why}: {slower}")
+    else:
+        report.add(OK, "2 MB pages", "a model's weights are moved into them after its load")
+
+
 def main(argv=None) -> int:
     report = Report()
     for check in (
@@ -214,6 +231,7 @@ def main(argv=None) -> int:
         check_cuda,
         check_models,
         check_cost_cache,
+        check_huge_pages,
     ):
         try:
             check(report)
