@@ -51,7 +51,7 @@ class Run:
         """When, on what, and how quiet: the README says this above every generated table,
         so a figure is never read without its machine and date."""
         line = f"*Measured {self.data.get('datetime', '?')[:10]} on {machine(self.data)}"
-        line += kernels(self.data)
+        line += kernels(self.data) + huge_pages_setting(self.data)
         load = self.data.get("other_processes_load")
         if load is not None:
             # conftest.py records it: a busy machine stalls default-thread timings.
@@ -101,6 +101,17 @@ def kernels(data: dict) -> str:
     if built is None:
         return f"; llama.cpp built without {', '.join(missing)}"
     return f"; llama.cpp built for {built} only (without {', '.join(missing)})"
+
+
+def huge_pages_setting(data: dict) -> str:
+    """'; transparent huge pages always (...)': where the machine gave every program's
+    anonymous memory 2 MB pages during the run (``transparent_huge_pages``, recorded by
+    benchmarks/conftest.py), llama.cpp's weights had them as pyspec's do, so pyspec's lead
+    from them is not in the figures. Empty at the usual setting (madvise: only pyspec asks),
+    and for files recorded before the field."""
+    if data.get("transparent_huge_pages") != "always":
+        return ""
+    return "; transparent huge pages always (llama.cpp's own weights in 2 MB pages too)"
 
 
 def load(suite: str, results_dir: Path = RESULTS_DIR) -> Run:

@@ -14,7 +14,7 @@ import re
 import statistics
 from statistics import median
 
-from _bench_json import MissingResults, Run, kernels, machine
+from _bench_json import MissingResults, Run, huge_pages_setting, kernels, machine
 from _bench_json import load as load_run
 from _cpp_request_time import request_seconds
 
@@ -856,7 +856,8 @@ def draftless_runs(run: Run) -> list:
                 f"{s['rate']['lookup'] / s['rate'][best]:.2f}x {best[4:]} "
                 f"({s['rate']['lookup'] / s['rate']['plain']:.2f}x plain; {s['requests']})"
             )
-        build = kernels(kept.data)  # "; llama.cpp built for AVX2 only (...)", or nothing
+        # "; llama.cpp built for AVX2 only (...)", "; transparent huge pages always (...)"
+        build = kernels(kept.data) + huge_pages_setting(kept.data)
         rows.append(
             (
                 kept.data.get("datetime", "?")[:10],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from _results import Results
@@ -80,6 +81,21 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
 
         features = build_features(system_info())
         output_json["llama_cpp_features"] = sorted(k for k, v in features.items() if v == "1")
+    # The machine's transparent huge pages: at "always" llama.cpp's own weights (plain
+    # llama-cpp-python's, the C++ tools') get 2 MB pages too, as pyspec's always do
+    # (pyspec/llama/huge_pages.py), and a comparison between them is another one.
+    thp = _transparent_huge_pages()
+    if thp:
+        output_json["transparent_huge_pages"] = thp
+
+
+def _transparent_huge_pages() -> str:
+    """The kernel's setting for anonymous memory ('always', 'madvise', 'never'), or ''."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return ""
+    return text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -200,6 +200,29 @@ def test_the_measured_line_names_a_build_that_leaves_out_what_the_cpu_has():
     assert "; llama.cpp built without AVX2" in line(["avx2"], ["SSE3"])
 
 
+def test_the_measured_line_names_a_machine_that_gave_everyone_huge_pages():
+    """With transparent huge pages at "always" llama.cpp's weights had 2 MB pages as
+    pyspec's do, and the line says so; the usual setting, or a file recorded before the
+    field, adds nothing."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from _bench_json import Run
+
+    def line(thp):
+        data = {
+            "datetime": "2031-01-02T03:04:05+00:00",
+            "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2, "flags": ["avx2"]}},
+        }
+        if thp is not None:
+            data["transparent_huge_pages"] = thp
+        return Run("x", REPO / "docs" / "results" / "x.json", data).measured_line()
+
+    assert "huge pages" not in line(None) + line("madvise") + line("never")
+    assert (
+        "AVX2, no AVX-512; transparent huge pages always (llama.cpp's own weights in 2 MB "
+        "pages too) (`"
+    ) in line("always")
+
+
 def test_the_script_rewrites_every_document_that_holds_a_section(tmp_path):
     """The README and docs/*.md: a typed number in a document of docs/ is caught too."""
     doc = REPO / "docs" / "performance.md"
