@@ -306,7 +306,10 @@ def test_a_served_model_switch_closes_on_the_compute_thread_and_loads_the_next(g
     answers as before."""
     pytest.importorskip("fastapi", reason="pyspec serve needs the [server] packages")
     got = _scenario("switched_models", gemma_path)
-    assert got["closes_on_the_compute_thread"] == [True, True, True], got
+    # (two switches and the proxy's free; a dropped model the garbage collector finds may
+    # close once more, queued on the thread too)
+    closes = got["closes_on_the_compute_thread"]
+    assert len(closes) >= 3 and all(closes), got
     assert len(got["answers"]) == 3 and got["answers"][0] == got["answers"][2], got
     assert all(got["answers"]), got
 

@@ -87,6 +87,29 @@ def test_where_transparent_huge_pages_are_off_the_report_says_so(monkeypatch, tm
     assert report.bytes == 0 and "never" in report.why_not
 
 
+def test_a_refused_collapse_says_why_by_its_error(monkeypatch):
+    """An old kernel (EINVAL) and a moment without free 2 MB blocks (EAGAIN) read apart."""
+    import errno
+
+    class Refusing:  # every page present, every madvise refused with ``err``
+        def __init__(self, err):
+            self.err = err
+
+        def mincore(self, start, length, vec):
+            ctypes.memset(vec, 1, length // mmap.PAGESIZE)
+            return 0
+
+        def madvise(self, start, length, advice):
+            ctypes.set_errno(self.err)
+            return -1
+
+    monkeypatch.setattr(huge_pages, "_thp_mode", lambda: "madvise")
+    for err, words in ((errno.EINVAL, "needs Linux 6.1"), (errno.EAGAIN, "too fragmented")):
+        monkeypatch.setattr(huge_pages, "_libc", lambda err=err: Refusing(err))
+        report = collapse([(0, 2 * MIN_REGION)])
+        assert report.bytes == 0 and words in report.why_not, report.why_not
+
+
 @linux_only
 def test_the_doctor_says_whether_a_models_weights_get_2_mb_pages(monkeypatch, tmp_path):
     from pyspec.tools.doctor import OK, WARN, Report, check_huge_pages

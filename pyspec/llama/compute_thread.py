@@ -20,7 +20,8 @@ thread of its own, alive as long as the process (``run``, ``pinned``): the reque
 only wait for it. llama_cpp.server already answers one request at a time, so nothing runs
 less in parallel. ``SpeculativeLlama(..., compute_thread=True)`` does the same for an
 application; without it, ``DecodingThreads`` has the log say when a second thread decodes.
-Both put a model's methods on the thread with ``model.move_to_compute_thread``.
+Both put a model's methods on the thread with ``move_to_compute_thread``
+(``pyspec/llama/model.py``).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import sys
@@ -38,6 +39,11 @@ MADV_HUGEPAGE = 14  # linux/mman.h
 MADV_COLLAPSE = 25  # linux/mman.h, since Linux 6.1
 HUGE_PAGE = 2 << 20
 MIN_REGION = 64 << 20  # smaller runs of filled memory are not a model's weights
+_MADVISE_HINTS = {  # what a refusal of MADV_HUGEPAGE or MADV_COLLAPSE means, by errno
+    errno.EINVAL: " (MADV_COLLAPSE needs Linux 6.1 or later)",
+    errno.EAGAIN: " (no free 2 MB block at the moment: free memory too fragmented)",
+    errno.ENOMEM: " (no free 2 MB block at the moment: free memory too fragmented)",
+}
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
@@ -166,15 +172,15 @@ def collapse(intervals: list, report: Optional[HugePages] = None) -> HugePages:
             if libc.madvise(run_lo, run_hi - run_lo, MADV_HUGEPAGE) != 0 or (
                 libc.madvise(run_lo, run_hi - run_lo, MADV_COLLAPSE) != 0
             ):
-                failures.append(os.strerror(ctypes.get_errno()))
+                failures.append(ctypes.get_errno())
                 continue
             report.bytes += run_hi - run_lo
             report.regions += 1
     report.seconds = time.perf_counter() - start_time
     if failures:
         report.why_not = (
-            f"madvise refused {len(failures)} region(s): {failures[0]} "
-            "(MADV_COLLAPSE needs Linux 6.1 or later)"
+            f"madvise refused {len(failures)} region(s): {os.strerror(failures[0])}"
+            + _MADVISE_HINTS.get(failures[0], "")
         )
     elif not report.bytes:
         report.why_not = "no region of the model's weights was found in anonymous memory"

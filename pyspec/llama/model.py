@@ -473,8 +473,10 @@ def _routed(name: str):
 
 
 def _call_now(llama, name: str, args, kwargs):
-    """``llama``'s method ``name`` as its class has it now, without the routing: a call
-    queued behind ``close`` meets the closed class's ClosedError, not the freed model."""
+    """``llama``'s method ``name`` as its class has it now, without the routing: a
+    SpeculativeLlama's call queued behind ``close`` meets the closed class's ClosedError,
+    not the freed model. (A Llama routed by pyspec serve keeps its class after close; the
+    server drops it then, and its lock lets no call wait behind the close.)"""
     cls = type(llama)
     if issubclass(cls, _OnComputeThread):
         method = getattr(super(_OnComputeThread, llama), name)

@@ -205,7 +205,7 @@ def drafter_cache_file(target_file: Optional[Path], draft_llama) -> Optional[Pat
     return target_file.with_name(f"{target_file.stem}-draft-{digest}.json")
 
 
-# (drafter_cache_file's names: a target's cost file names end in a 20-digit digest instead)
+# (drafter_cache_file's names: a target's cost file name ends in 20 hex digits instead)
 _DRAFTER_RECORD_NAME = re.compile(r"-draft-[0-9a-f]{12}\.json$")
 
 
