@@ -246,7 +246,13 @@ def test_install_llama_dry_run_prints_the_plan():
 def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     out = run_pyspec("doctor")
     assert out.returncode == 0, out.stdout + out.stderr
-    for what in ("pyspec self-test", "llama-cpp-python", "CUDA back end", "cost cache"):
+    for what in (
+        "pyspec self-test",
+        "llama-cpp-python",
+        "CUDA back end",
+        "cost cache",
+        "2 MB pages",
+    ):
         assert what in out.stdout
     # A broken cost cache is reported (and ignored), not fatal.
     costs = tmp_path / "costs"
@@ -254,7 +260,9 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     (costs / "bad.json").write_text('{"costs": {"1": NaN, "9": 12.3}}')
     out = run_pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "on"})
     assert "bad.json: unreadable" in out.stdout or "bad.json: batch size" in out.stdout, out.stdout
-    assert "1 file(s)" in out.stdout and "0 valid, 0 calibrated" in out.stdout, out.stdout
+    assert "1 batch-cost file(s)" in out.stdout and "0 valid, 0 calibrated" in out.stdout, (
+        out.stdout
+    )
     # A model file of the wrong size is a failure, with the fix.
     models = tmp_path / "models"
     models.mkdir()
