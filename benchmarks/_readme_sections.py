@@ -1763,6 +1763,12 @@ SECTIONS = {
         ("draftless-family6-model167-held-out",),
         draftless_table,
     ),
+    # The same Xeon with transparent huge pages at always for the whole run (session 46):
+    # llama.cpp's own weights in 2 MB pages too, as pyspec's always are.
+    "draftless-table-family6-model167-thp-always": (
+        ("draftless-family6-model167-thp-always",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
