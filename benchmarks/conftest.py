@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from _results import Results
 from _workloads import Workloads
 
 import pyspec
+from pyspec.llama.huge_pages import thp_mode
 
 _RESULTS = pytest.StashKey[Results]()
 _CPU_AT_START = pytest.StashKey[tuple]()
@@ -84,18 +84,9 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     # The machine's transparent huge pages: at "always" llama.cpp's own weights (plain
     # llama-cpp-python's, the C++ tools') get 2 MB pages too, as pyspec's always do
     # (pyspec/llama/huge_pages.py), and a comparison between them is another one.
-    thp = _transparent_huge_pages()
+    thp = thp_mode()
     if thp:
         output_json["transparent_huge_pages"] = thp
-
-
-def _transparent_huge_pages() -> str:
-    """The kernel's setting for anonymous memory ('always', 'madvise', 'never'), or ''."""
-    try:
-        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return ""
-    return text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -103,7 +103,7 @@ def test_a_refused_collapse_says_why_by_its_error(monkeypatch):
             ctypes.set_errno(self.err)
             return -1
 
-    monkeypatch.setattr(huge_pages, "_thp_mode", lambda: "madvise")
+    monkeypatch.setattr(huge_pages, "thp_mode", lambda: "madvise")
     for err, words in ((errno.EINVAL, "needs Linux 6.1"), (errno.EAGAIN, "too fragmented")):
         monkeypatch.setattr(huge_pages, "_libc", lambda err=err: Refusing(err))
         report = collapse([(0, 2 * MIN_REGION)])

@@ -104,8 +104,7 @@ class DecodingThreads:
             "llama.cpp's OpenMP build gives every thread that computes a team of its own, and "
             "once the process holds more of them than the machine has CPUs every decode "
             "slows (by a quarter to a third, measured on 2 cores). Decode from one thread, or "
-            "create "
-            "the model with SpeculativeLlama(..., compute_thread=True), which loads it and "
+            "create the model with SpeculativeLlama(..., compute_thread=True), which loads it and "
             "runs every decode on one thread of pyspec's (said once per model)"
         )
 

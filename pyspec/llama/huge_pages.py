@@ -143,7 +143,9 @@ def present_runs(libc, start: int, length: int) -> list:
     return runs
 
 
-def _thp_mode() -> str:
+def thp_mode() -> str:
+    """The kernel's transparent huge pages setting for anonymous memory ('always', 'madvise',
+    'never'), or '' where it cannot be read."""
     try:
         text = THP_SETTING.read_text()
     except OSError:
@@ -155,7 +157,7 @@ def collapse(intervals: list, report: Optional[HugePages] = None) -> HugePages:
     """Moves the nearly full regions of at least MIN_REGION among ``intervals`` into huge
     pages (their 2 MB-aligned parts); fills and returns ``report`` (a new one by default)."""
     report = HugePages() if report is None else report
-    if _thp_mode() == "never":
+    if thp_mode() == "never":
         report.why_not = f"transparent huge pages are off on this machine ({THP_SETTING}: never)"
         return report
     libc = _libc()

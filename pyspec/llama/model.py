@@ -442,9 +442,9 @@ class _OnComputeThread:
     def __del__(self):
         # (the garbage collector runs this on whatever thread allocates: never wait there)
         if sys.is_finalizing() or on_compute_thread():
-            _close_now(self)
+            _call_now(self, "close", (), {})
         else:
-            later_on_compute_thread(functools.partial(_close_now, self))
+            later_on_compute_thread(functools.partial(_call_now, self, "close", (), {}))
 
 
 def routed_class_base(cls: type) -> type:
@@ -453,11 +453,6 @@ def routed_class_base(cls: type) -> type:
     if issubclass(cls, _OnComputeThread):
         return cls.__mro__[cls.__mro__.index(_OnComputeThread) + 1]
     return cls
-
-
-def _close_now(llama) -> None:
-    """Closes ``llama`` with its class's own ``close`` (on the calling thread)."""
-    routed_class_base(type(llama)).close(llama)
 
 
 def _routed(name: str):
@@ -477,12 +472,8 @@ def _call_now(llama, name: str, args, kwargs):
     SpeculativeLlama's call queued behind ``close`` meets the closed class's ClosedError,
     not the freed model. (A Llama routed by pyspec serve keeps its class after close; the
     server drops it then, and its lock lets no call wait behind the close.)"""
-    cls = type(llama)
-    if issubclass(cls, _OnComputeThread):
-        method = getattr(super(_OnComputeThread, llama), name)
-    else:  # closed, or switched back, while the call waited
-        method = getattr(llama, name)
-    return method(*args, **kwargs)
+    # (a class without the routing where it was closed, or switched back, while it waited)
+    return getattr(routed_class_base(type(llama)), name)(llama, *args, **kwargs)
 
 
 # What decodes: llama-cpp-python's __call__ and chat handlers call create_completion, which
