@@ -186,7 +186,8 @@ def check_cost_cache(report: Report) -> None:
     # two kinds of file: a target's batch costs, and what a draft model beside it learned
     records = [f for f in files if cost_cache.is_drafter_record(f)]
     shapes = [f for f in files if f not in records]
-    bad = [(f, why) for f in shapes for why in [cost_cache.read_ratios(f)[1]] if why]
+    read = {f: cost_cache.read_shape(f) for f in shapes}  # (shape, calibrated, problem)
+    bad = [(f, read[f][2]) for f in shapes if read[f][2]]
     bad += [(f, why) for f in records for why in [cost_cache.read_drafter_record(f)[1]] if why]
     for f, why in bad:
         report.add(WARN, "cost cache", f"{f.name}: {why}; it is ignored (delete it to tidy up)")
@@ -194,7 +195,7 @@ def check_cost_cache(report: Report) -> None:
     text = (
         f"{len(shapes)} batch-cost file(s) in {cache_dir() / 'costs'}, "
         f"{sum(f not in bad_files for f in shapes)} valid, "
-        f"{sum(map(cost_cache.is_calibrated, shapes))} calibrated at every draft length "
+        f"{sum(read[f][1] for f in shapes)} calibrated at every draft length "
         "(pyspec generate and serve calibrate a model and setup on first use)"
     )
     if records:

@@ -114,12 +114,6 @@ def parse_ratios(text: str) -> dict:
     return values
 
 
-def read_ratios(path: Path):
-    """(the shape in the file, '') or (None, why the loop ignores the file)."""
-    ratios, _, problem = _read(path)
-    return ratios, problem
-
-
 def _calibrated_by(record) -> Optional[str]:
     """The statistic a record's calibrated shape kept per size (records written before the
     statistic was named kept the fastest pass), or None: not calibrated."""
@@ -128,8 +122,9 @@ def _calibrated_by(record) -> Optional[str]:
     return record.get("statistic", "fastest")
 
 
-def _read(path: Path):
-    """(shape, calibrated, '') or (None, False, why the file is ignored), from one read."""
+def read_shape(path: Path):
+    """(shape, calibrated, '') or (None, False, why the loop ignores the file), from one read
+    (``pyspec doctor`` reports all three)."""
     try:
         text = path.read_text()
         ratios = parse_ratios(text)
@@ -150,7 +145,7 @@ def load_shape(path: Optional[Path]):
     ignored gets one warning."""
     if path is None or not path.is_file():
         return None, False
-    ratios, calibrated, problem = _read(path)
+    ratios, calibrated, problem = read_shape(path)
     if problem:
         log.warning("pyspec: ignoring the cost cache %s: %s", path, problem)
     return ratios, calibrated
@@ -158,7 +153,7 @@ def load_shape(path: Optional[Path]):
 
 def is_calibrated(path: Path) -> bool:
     """Whether the file holds a valid shape measured at every size (``calibration.py``)."""
-    return _read(path)[1]
+    return read_shape(path)[1]
 
 
 def calibrated_the_old_way(path: Optional[Path]) -> bool:
@@ -180,7 +175,7 @@ def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) ->
     if path is None or not ratios or validate_ratios(ratios):
         return
     calibrated = calibrated and every_size_from_2(ratios)
-    if not calibrated and path.is_file() and _read(path)[1]:
+    if not calibrated and path.is_file() and read_shape(path)[1]:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
