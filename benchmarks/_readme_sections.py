@@ -1105,29 +1105,49 @@ def _undrafted(e: dict, workload: str, best: str) -> dict | None:
     return {"requests": len(rows), **{m: gm(m) for m in need}}
 
 
-def _draft_gains(e: dict, workload: str) -> str:
-    """What each server's drafts gain over its own decoding with nothing drafted, on
-    ``workload`` (empty where the run has no ``pyspec serve, no drafts`` row)."""
+def _gain_figures(e: dict, workload: str) -> dict | None:
+    """Each server's drafts against its own decoding on ``workload``: ``mine``, pyspec serve
+    over its row without drafts; ``theirs``, llama-server's best mode over plain
+    llama-server; and where that mode drafted nothing on some requests (``_undrafted``,
+    ``idle``), ``ahead``, how much faster its process decoded there, and ``own``, its drafts'
+    gain over its own decoding by that estimate. None where the run lacks the rows."""
     s = e["summary"][workload]
     modes, best = s["modes"], s.get("best_cpp")
     if not best or "pyspec serve, no drafts" not in modes or "llama-server" not in modes:
-        return ""
-    mine = modes["pyspec serve"]["rate"] / modes["pyspec serve, no drafts"]["rate"]
+        return None
     theirs = modes[best]["rate"] / modes["llama-server"]["rate"]
-    short = best.removeprefix("llama-server ")
+    figures = {
+        "best": best,
+        "short": best.removeprefix("llama-server "),
+        "mine": modes["pyspec serve"]["rate"] / modes["pyspec serve, no drafts"]["rate"],
+        "theirs": theirs,
+        "idle": _undrafted(e, workload, best),
+    }
+    if figures["idle"]:
+        idle = figures["idle"]
+        figures["ahead"] = idle[best] / idle["llama-server"]
+        figures["own"] = theirs / figures["ahead"]
+    return figures
+
+
+def _draft_gains(e: dict, workload: str) -> str:
+    """What each server's drafts gain over its own decoding, on ``workload`` (empty where
+    the run has no ``pyspec serve, no drafts`` row)."""
+    g = _gain_figures(e, workload)
+    if g is None:
+        return ""
     text = (
-        f"{workload}: pyspec serve with drafts ran {mine:.2f}x its own row without drafts, "
-        f"`{short}` {theirs:.2f}x plain llama-server"
+        f"{workload}: pyspec serve with drafts ran {g['mine']:.2f}x its own row without "
+        f"drafts, `{g['short']}` {g['theirs']:.2f}x plain llama-server"
     )
-    idle = _undrafted(e, workload, best)
+    idle = g["idle"]
     if idle:
-        ahead = idle[best] / idle["llama-server"]
         text += (
-            f"; but on the {idle['requests']} requests where `{short}` drafted nothing its "
-            f"process already ran {ahead:.2f}x plain llama-server's ({idle[best]:.2f} against "
-            f"{idle['llama-server']:.2f} tok/s; pyspec serve without drafts "
-            f"{idle['pyspec serve, no drafts']:.2f} there), so by that estimate its drafts "
-            f"gained about {theirs / ahead:.2f}x over its own decoding"
+            f"; but on the {idle['requests']} requests where `{g['short']}` drafted nothing "
+            f"its process already ran {g['ahead']:.2f}x plain llama-server's "
+            f"({idle[g['best']]:.2f} against {idle['llama-server']:.2f} tok/s; pyspec serve "
+            f"without drafts {idle['pyspec serve, no drafts']:.2f} there), so by that "
+            f"estimate its drafts gained about {g['own']:.2f}x over its own decoding"
         )
     return text
 
@@ -1220,21 +1240,17 @@ def server_chats_line(run: Run) -> list:
                 f", {s['pyspec_over_best_cpp']:.2f}x llama-server's best `--spec-type` "
                 f"(`{best.removeprefix('llama-server ')}`)"
             )
-            if "pyspec serve, no drafts" in modes and "llama-server" in modes:
+            g = _gain_figures(e, workload)
+            if g is not None:
                 part += (
                     f" (drafting over each server's own plain decoding: pyspec "
-                    f"{mine['rate'] / modes['pyspec serve, no drafts']['rate']:.2f}x, "
-                    f"llama-server {modes[best]['rate'] / modes['llama-server']['rate']:.2f}x"
+                    f"{g['mine']:.2f}x, llama-server {g['theirs']:.2f}x"
                 )
-                idle = _undrafted(e, workload, best)
-                if idle:
-                    ahead = idle[best] / idle["llama-server"]
-                    own = modes[best]["rate"] / modes["llama-server"]["rate"] / ahead
+                if g["idle"]:
                     part += (
-                        f", or about {own:.2f}x over its own decoding: "
-                        f"`{best.removeprefix('llama-server ')}` ran "
-                        f"{ahead:.2f}x plain llama-server on the {idle['requests']} requests "
-                        "where it drafted nothing"
+                        f", or about {g['own']:.2f}x over its own decoding: `{g['short']}` ran "
+                        f"{g['ahead']:.2f}x plain llama-server on the {g['idle']['requests']} "
+                        "requests where it drafted nothing"
                     )
                 part += ")"
         parts.append(part + f" and {mine['over_plain']:.2f}x plain `llama_cpp.server`")
@@ -1767,6 +1783,11 @@ SECTIONS = {
     # llama.cpp's own weights in 2 MB pages too, as pyspec's always are.
     "draftless-table-family6-model167-thp-always": (
         ("draftless-family6-model167-thp-always",),
+        draftless_table,
+    ),
+    # The same, on the 24 chats after the usual ones (session 47: held out, THP always).
+    "draftless-table-family6-model167-thp-always-held-out": (
+        ("draftless-family6-model167-thp-always-held-out",),
         draftless_table,
     ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
