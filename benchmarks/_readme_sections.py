@@ -1686,6 +1686,12 @@ SECTIONS = {
     "server-table": (("server",), server_table),
     "server-chats-table": (("server-chats-family6-model167",), server_chats_table),
     "server-chats-line": (("server-chats-family6-model167",), server_chats_line),
+    # The same Xeon with transparent huge pages at always for the whole run (session 47):
+    # every server's weights in 2 MB pages, as pyspec serve's always are.
+    "server-chats-table-thp-always": (
+        ("server-chats-family6-model167-thp-always",),
+        server_chats_table,
+    ),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
