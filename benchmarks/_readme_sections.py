@@ -1796,6 +1796,11 @@ SECTIONS = {
         ("draftless-family6-model167-thp-always-held-out",),
         draftless_table,
     ),
+    # The usual 24 chats with THP always a second time (session 47).
+    "draftless-table-family6-model167-thp-always-2": (
+        ("draftless-family6-model167-thp-always-2",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
