@@ -1692,6 +1692,12 @@ SECTIONS = {
         ("server-chats-family6-model167-thp-always",),
         server_chats_table,
     ),
+    # The same run a second time (session 48), to see whether the first run's chats figure
+    # was one run's luck.
+    "server-chats-table-thp-always-2": (
+        ("server-chats-family6-model167-thp-always-2",),
+        server_chats_table,
+    ),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
