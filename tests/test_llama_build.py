@@ -298,10 +298,34 @@ def test_the_sdist_is_kept_in_one_place_and_downloaded_only_when_missing(monkeyp
     assert len(calls) == 1  # no second download
 
 
-def _failed():
+def _failed(stderr: str = ""):
     import subprocess
 
-    return subprocess.CompletedProcess(args=[], returncode=1, stdout="", stderr="")
+    return subprocess.CompletedProcess(args=[], returncode=1, stdout="", stderr=stderr)
+
+
+def test_the_sdist_download_needs_no_backend_installed_and_says_why_it_failed(
+    monkeypatch, tmp_path
+):
+    """pip reads the sdist's metadata with llama-cpp-python's build backend. With the build
+    isolation off, a fresh virtual environment (no scikit-build-core) failed the download,
+    and the error showed only the command (session 48). So: isolation on, the backend from
+    wheels (only llama-cpp-python held to its sources), and pip's last lines in the error."""
+    from pyspec.tools import install_llama
+
+    calls = []
+    said = "\n".join(f"line {i}" for i in range(30)) + "\nModuleNotFoundError: scikit_build_core"
+    monkeypatch.setattr(
+        install_llama.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or _failed(said)
+    )
+    with pytest.raises(install_llama.LlamaBuildError) as failed:
+        install_llama.download_sdist(tmp_path)
+    (cmd,) = calls
+    assert "--no-build-isolation" not in cmd
+    assert cmd[cmd.index("--no-binary") + 1] == "llama-cpp-python"
+    message = str(failed.value)
+    assert "pip exit 1" in message and "ModuleNotFoundError: scikit_build_core" in message
+    assert "line 29" in message and "line 5\n" not in message  # the last lines only
 
 
 def _sdist(path: Path, files: dict) -> Path:

@@ -266,11 +266,19 @@ def sdist_dir(build_root: Path) -> Path:
     return build_root / f"sdist-{LLAMA_CPP_PYTHON_VERSION}"
 
 
+DOWNLOAD_ERROR_LINES = 12  # of pip's output, in the error when the download fails
+
+
 def download_sdist(directory: Path) -> Path:
     """The llama-cpp-python sdist in directory, downloaded with pip the first time."""
     sdists = sorted(directory.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         _log(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sources (76 MB)")
+        # pip reads the sdist's metadata, which takes its build backend (scikit-build-core):
+        # in pip's own isolated environment, as wheels. Why: with the build isolation off, a
+        # fresh virtual environment has no backend and the download failed (session 48's
+        # walk on a fresh clone); with every package held to its sources (":all:"), pip
+        # built the backend itself, 43 s against 5 s.
         cmd = [
             sys.executable,
             "-m",
@@ -278,15 +286,18 @@ def download_sdist(directory: Path) -> Path:
             "download",
             "--no-deps",
             "--no-binary",
-            ":all:",
-            "--no-build-isolation",
+            "llama-cpp-python",
             "-d",
             str(directory),
             f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
         ]
-        if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout or "").strip().splitlines()[-DOWNLOAD_ERROR_LINES:]
             raise LlamaBuildError(
-                f"could not download the llama-cpp-python sources: {' '.join(cmd)}"
+                f"could not download the llama-cpp-python sources (pip exit "
+                f"{done.returncode}): {' '.join(cmd)}"
+                + ("; pip said:\n" + "\n".join(said) if said else "")
             )
         sdists = sorted(directory.glob("llama_cpp_python-*.tar.gz"))
         if not sdists:
