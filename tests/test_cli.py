@@ -254,3 +254,37 @@ def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path
     off = run_pyspec(*args, env={"PYSPEC_CACHE": str(tmp_path), "PYSPEC_COST_CACHE": "off"})
     assert off.returncode == 0
     assert "not calibrating the batch costs: the cost cache is off" in off.stderr
+
+
+@pytest.mark.parametrize(
+    "option, value, said",
+    [
+        ("-n", "-5", "-5 is out of range: at least 1, or -1"),
+        ("-n", "abc", "'abc' is not a whole number"),
+        ("--top-p", "7", "7 is out of range: in (0, 1]"),
+        ("--top-p", "0", "0 is out of range: in (0, 1]"),
+        ("--min-p", "-0.1", "-0.1 is out of range: in [0, 1]"),
+        ("--temp", "nan", "nan is out of range: a finite number"),
+        ("--top-k", "-1", "-1 is out of range: 0 (off) or more"),
+        ("--draft-max", "0", "0 is out of range: at least 1 (--no-draft"),
+        ("-t", "0", "0 is out of range: at least 1"),
+    ],
+)
+def test_an_option_out_of_range_is_refused_by_name(tmp_path, option, value, said):
+    """Before session 48 these ran silently (-n -5 to the context's end, --top-p 7 as 1),
+    where pyspec.SamplingParams refuses the same values; and a usage error printed the
+    list of subcommands' usage, not the subcommand's."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")  # never loaded: the options are refused first
+    out = run_pyspec("generate", "-m", str(model), option, value)
+    assert out.returncode == 2, out.stderr
+    assert f"pyspec generate: error: argument {option}" in out.stderr, out.stderr  # (-n/--max-...)
+    assert said in out.stderr and "Traceback" not in out.stderr
+    assert "usage: pyspec generate" in out.stderr
+
+
+def test_the_limits_an_option_allows_still_run_to_parsing():
+    """The edges each range allows parse (nothing loaded: --help after them)."""
+    edges = ("-n", "-1", "--top-p", "1", "--min-p", "0", "--temp", "-1", "--top-k", "0")
+    out = run_pyspec("generate", "-m", "x.gguf", *edges, "--seed", str(2**64 - 1), "--help")
+    assert out.returncode == 0 and "usage: pyspec generate" in out.stdout, out.stderr

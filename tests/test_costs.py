@@ -416,3 +416,17 @@ def test_the_cache_keeps_a_curve_per_flash_attention_setting(monkeypatch, tmp_pa
     off = cost_cache.cost_cache_file(fake(llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED))
     assert on is not None and off is not None and on != off
     assert on == cost_cache.cost_cache_file(fake(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED))
+
+
+def test_the_description_reads_well_with_no_batch_to_describe():
+    """With drafts of 0 tokens at most (``--draft-max 0``) no verify batch exists: the line
+    said "batch ; prior shape" (session 48's walk on a fresh clone)."""
+    from pyspec.llama.drafting.costs import BatchCosts
+
+    costs = BatchCosts(max_n=1)
+    costs.observe(1, 0.05)
+    text = costs.describe()
+    assert text.startswith("one token 50.0 ms (median of 1); prior shape: "), text
+    wider = BatchCosts()
+    wider.observe(1, 0.05)
+    assert "(median of 1); batch 2: " in wider.describe()

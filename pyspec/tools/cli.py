@@ -93,6 +93,9 @@ def main(argv=None) -> int:
         f"{LLAMA_CPP_PYTHON_VERSION} for this CPU, with ggml's AMX path fixed on AMX "
         "CPUs (pyspec install-llama --help)",
     )
+    # A usage error names the subcommand's own usage, not the list of subcommands.
+    gen.set_defaults(command_parser=gen)
+    demo.set_defaults(command_parser=demo)
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
@@ -104,7 +107,7 @@ def main(argv=None) -> int:
 
     try:
         require_llama_cpp()
-        return _dispatch(parser, args)
+        return _dispatch(getattr(args, "command_parser", parser), args)
     except (LlamaNotInstalledError, UnsafeLlamaBuildError) as exc:
         print(f"pyspec: error: {exc}", file=sys.stderr)
         return 1

@@ -24,6 +24,30 @@ from pyspec.llama.options import SAMPLING_MODES
 TEMPLATED = ("<|im_start|>", "<start_of_turn>", "[INST]", "<|start_header_id|>", "<|user|>")
 
 
+def number_in(kind: type, low=None, high=None, *, above: bool = False, also=(), what: str = ""):
+    """An argparse type: a ``kind`` (int or float) in [low, high] (``above``: low itself
+    excluded), or one of ``also``; ``what`` says what the range means. Why: values out of
+    range ran silently (``-n -5`` to the context's end, ``--top-p 7`` as 1), where the same
+    value given to ``pyspec.SamplingParams`` raises (session 48's walk on a fresh clone)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if value in also:
+            return value
+        too_low = low is not None and (value <= low if above else value < low)
+        too_high = high is not None and value > high
+        if too_low or too_high or value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what}")
+        return value
+
+    parse.__name__ = kind.__name__  # (argparse names the type in some messages)
+    return parse
+
+
 def add_generation_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("-p", "--prompt", help="prompt text (default: a code-editing request)")
@@ -40,15 +64,40 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
         "--raw", dest="chat", action="store_false", help="pass the prompt to the model as it is"
     )
     p.add_argument("--system", help="a system message (implies --chat)")
-    p.add_argument("-n", "--max-tokens", type=int, default=256)
-    p.add_argument("--temp", type=float, default=0.0, help="temperature (0 = greedy)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draft-max", type=int, default=DEFAULT_DRAFT_MAX)
-    p.add_argument("--draft-min", type=int, default=0)
-    p.add_argument("--draft-p-min", type=float, default=0.0)
+    p.add_argument(
+        "-n",
+        "--max-tokens",
+        type=number_in(int, 1, also=(-1,), what="at least 1, or -1: until the model stops"),
+        default=256,
+        help="tokens to generate at most (-1: until the model stops or the context is full)",
+    )
+    p.add_argument(
+        "--temp",
+        type=number_in(float, what="a finite number"),
+        default=0.0,
+        help="temperature (0 or below: greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=number_in(int, 0, what="0 (off) or more"), default=40, help="0: off"
+    )
+    p.add_argument(
+        "--top-p",
+        type=number_in(float, 0.0, 1.0, above=True, what="in (0, 1]; 1 turns it off"),
+        default=0.95,
+    )
+    p.add_argument(
+        "--min-p",
+        type=number_in(float, 0.0, 1.0, what="in [0, 1]; 0 turns it off"),
+        default=0.05,
+    )
+    p.add_argument("--seed", type=number_in(int, 0, 2**64 - 1, what="in [0, 2**64)"), default=0)
+    p.add_argument(
+        "--draft-max",
+        type=number_in(int, 1, what="at least 1 (--no-draft decodes without drafts)"),
+        default=DEFAULT_DRAFT_MAX,
+    )
+    p.add_argument("--draft-min", type=number_in(int, 0, what="0 or more"), default=0)
+    p.add_argument("--draft-p-min", type=number_in(float, 0.0, 1.0, what="in [0, 1]"), default=0.0)
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
     p.add_argument(
         "--no-calibrate",
@@ -71,7 +120,13 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
         "leave it), on the host (rows copied out), or auto: the graph when the "
         "model's logits are computed on a GPU and the request allows (default)",
     )
-    p.add_argument("-c", "--ctx-size", type=int, default=4096)
+    p.add_argument(
+        "-c",
+        "--ctx-size",
+        type=number_in(int, 0, what="0 (the model's own) or more"),
+        default=4096,
+        help="context size in tokens (0: the model's own)",
+    )
     p.add_argument(
         "--flash-attn",
         action=argparse.BooleanOptionalAction,
@@ -82,7 +137,7 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-t",
         "--threads",
-        type=int,
+        type=number_in(int, 1, what="at least 1"),
         default=os.cpu_count() or 1,
         help="threads for llama.cpp (default: all cores; llama-cpp-python's own "
         "default is half of them)",

@@ -339,8 +339,8 @@ class BatchCosts:
             w = self.weight(n, dearer=False)
             tag = f"measured x{len(self._passes[n])}" if w > 0.05 else "prior"
             parts.append(f"{n}: {self.predict(n) / c1:.2f}x ({tag})")
+        batches = f"; batch {', '.join(parts)}" if parts else ""  # (none: draft_max 0)
         return (
-            f"one token {1000 * c1:.1f} ms (median of {len(self._passes[1])}); batch "
-            + ", ".join(parts)
-            + f"; prior shape: {self.prior_source}"
+            f"one token {1000 * c1:.1f} ms (median of {len(self._passes[1])}){batches}"
+            f"; prior shape: {self.prior_source}"
         )
