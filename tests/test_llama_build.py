@@ -254,6 +254,8 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
         "2 MB pages",
     ):
         assert what in out.stdout
+    # How the machine is (no GPU here) is a note, not a warning one cannot act on.
+    assert "[warn] CUDA back end" not in out.stdout, out.stdout
     # A broken cost cache is reported (and ignored), not fatal.
     costs = tmp_path / "costs"
     costs.mkdir()
@@ -270,6 +272,7 @@ def test_doctor_passes_here_and_fails_with_a_reason(tmp_path):
     out = run_pyspec("doctor", env={"PYSPEC_CACHE": str(tmp_path)})
     assert out.returncode == 1
     assert "gemma3-270m" in out.stderr and "delete it to refetch" in out.stderr
+    assert "[note] model qwen2.5-coder-1.5b: not fetched yet" in out.stdout, out.stdout
 
 
 def test_the_sdist_is_kept_in_one_place_and_downloaded_only_when_missing(monkeypatch, tmp_path):

@@ -1,14 +1,15 @@
 """``pyspec doctor``: checks the installation and says what is wrong and how to fix it.
 
 Exit status 0 when everything pyspec needs works; 1 with the reasons otherwise. Warnings
-(no GPU, models not fetched yet) are printed but do not fail.
+(something that works worse than it could, with what to do) and notes (how this machine is,
+nothing to do: no GPU, models not fetched yet) are printed but do not fail.
 """
 
 from __future__ import annotations
 
 import sys
 
-OK, WARN, FAIL = "ok", "warn", "FAIL"
+OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 
 
 class Report:
@@ -140,7 +141,7 @@ def check_cuda(report: Report) -> None:
 
     if not pyspec.HAS_CUDA:
         report.add(
-            WARN,
+            NOTE,
             "CUDA back end",
             "not built in (no CUDA compiler at install time); the CPU verifier is used",
         )
@@ -148,7 +149,11 @@ def check_cuda(report: Report) -> None:
     if pyspec.cuda_available():
         report.add(OK, "CUDA back end", "built in, and a CUDA device is usable")
     else:
-        report.add(WARN, "CUDA back end", "built in, but no usable CUDA device on this machine")
+        report.add(
+            NOTE,
+            "CUDA back end",
+            "built in, but no usable CUDA device on this machine; the CPU verifier is used",
+        )
 
 
 def check_models(report: Report) -> None:
@@ -159,9 +164,9 @@ def check_models(report: Report) -> None:
         path = cache_dir() / "models" / spec.filename
         if not path.is_file():
             report.add(
-                WARN,
+                NOTE,
                 f"model {spec.name}",
-                f"not fetched yet ({path}); fetched on first "
+                f"not fetched yet ({path}; {spec.description}); fetched on first "
                 f"use or by `python3 -m pyspec.testing.models`",
             )
         elif path.stat().st_size != spec.size:
