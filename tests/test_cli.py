@@ -121,6 +121,8 @@ def test_demo_picks_the_drafter_that_pays_and_says_why():
     assert out.stdout.strip() and "drafted" in out.stderr
     assert "pyspec: drafter: prompt lookup (free drafts), not the draft model" in out.stderr
     assert "predicted" in out.stderr and "--draft-model runs it anyway" in out.stderr
+    # Its prompt is given raw because it is templated already, and it says so.
+    assert "prompt as given (raw: it is in a chat template already)" in out.stderr
     # --draft-model runs it under its loss budget, and says why it barely drafted if so.
     out = run_pyspec("demo", "--draft-model", "-n", "24")
     assert out.returncode == 0, out.stderr

@@ -438,8 +438,10 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             llm.close()
             raise UsageError(f"--grammar: {exc}") from exc
     chat = _use_chat(llm, args, prompt)
+    templated = args.chat is None and any(marker in prompt for marker in TEMPLATED)
+    raw = "as given (raw: it is in a chat template already)" if templated else "as given (raw)"
     print(
-        f"pyspec: prompt {'in the model chat template' if chat else 'as given (raw)'}"
+        f"pyspec: prompt {'in the model chat template' if chat else raw}"
         + (
             ""
             if args.chat is not None or args.system is not None
