@@ -361,7 +361,7 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
         what,
     ]
     _log(
-        f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 10-15 "
+        f"building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source (about 4-11 "
         f"minutes on 2 cores; full log: {log_path})"
     )
     _log(f"CMAKE_ARGS={env['CMAKE_ARGS']}")

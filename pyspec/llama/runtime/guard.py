@@ -41,7 +41,7 @@ def amx_crash_reason(system_info: str, flags: frozenset, fixed: bool = False) ->
         f"with a segmentation fault on the first model call ({LLAMA_ISSUE}). Fix: "
         f"`python3 -m pyspec install-llama` rebuilds llama-cpp-python with this CPU's SIMD "
         f"levels and ggml's AMX path with pyspec's fix to it (`--no-amx`: without AMX; "
-        f"about 10 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
+        f"about 4-11 minutes on 2 cores). Set {ALLOW_ENV}=1 to skip "
         f"this check with a llama.cpp that has the upstream fix."
     )
 
@@ -54,7 +54,7 @@ def require_llama_cpp() -> None:
     if find_spec("llama_cpp") is None:
         raise LlamaNotInstalledError(
             "llama-cpp-python is not installed; `python3 -m pyspec install-llama` builds and "
-            "installs it for this CPU (about 10 minutes on 2 cores, once)"
+            "installs it for this CPU (about 4-11 minutes on 2 cores, once)"
         )
 
 
