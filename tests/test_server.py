@@ -298,6 +298,41 @@ def test_bad_requests_get_400_with_the_reason(client, kw, words):
     assert alive.usage.completion_tokens >= 1  # the server is still there and answering
 
 
+def test_chat_mistakes_get_400_streamed_or_not(client):
+    """No messages failed in the chat template (a 500; streamed, a 200 with nothing in it),
+    and a negative max_tokens decoded to the context's end (session 48's walk with the
+    openai client); the completion endpoint already refused the latter."""
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError, match="give at least one message"):
+            client.chat.completions.create(model="gemma", messages=[], stream=stream)
+        with pytest.raises(openai.BadRequestError, match="max_tokens"):
+            client.chat.completions.create(
+                model="gemma", messages=[{"role": "user", "content": "hi"}], max_tokens=-3
+            )
+    alive = client.chat.completions.create(
+        model="gemma", messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
+    assert alive.usage.completion_tokens >= 1
+
+
+def test_a_streamed_prompt_longer_than_the_context_gets_400_before_the_stream(client):
+    """The stream's 200 went out before the prompt was read: the stream ended empty and the
+    client's next request on that connection failed (session 48). The server runs -c 1024."""
+    long_text = "pack my box with five dozen liquor jugs " * 300  # about 2,700 tokens
+    for kind in ("chat", "completion"):
+        with pytest.raises(openai.BadRequestError) as info:
+            if kind == "chat":
+                client.chat.completions.create(
+                    model="gemma", messages=[{"role": "user", "content": long_text}], stream=True
+                )
+            else:
+                client.completions.create(model="gemma", prompt=long_text, stream=True)
+        assert "maximum context length is 1024 tokens" in str(info.value)
+        assert info.value.body["code"] == "context_length_exceeded"
+        # The same connection serves the next request.
+        assert _greedy(client, OTHER, n=4)
+
+
 def test_a_body_that_is_not_json_gets_400(server):
     r = httpx.post(
         f"{server[0]}/v1/completions",

@@ -2,6 +2,7 @@
 keep their names, pyspec's defaults make speculation run, mistakes are named."""
 
 import json
+import os
 
 import pytest
 
@@ -24,6 +25,7 @@ def test_short_options_and_defaults(tmp_path):
     assert settings.logits_all is False  # logprobs are answered per request without it
     assert settings.flash_attn is True  # as llama.cpp's own server runs
     assert server.interrupt_requests is False and server.port == 9001
+    assert settings.n_threads == (os.cpu_count() or 1)  # every CPU, as pyspec generate's -t
     _, (settings,) = _settings("-m", str(model), "-md", str(model), "--draft_p_min", "0.3")
     assert settings.draft == str(model) and settings.draft_p_min == 0.3
     _, (settings,) = _settings("--model", str(model), "--no-draft")

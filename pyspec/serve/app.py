@@ -48,7 +48,7 @@ def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
         f"pyspec serve: model {alias} ({settings.model}), drafter {drafter}, draft length "
         f"{settings.draft_min}-{spec.controller.draft_max} "
         f"({'adaptive' if settings.adaptive else 'fixed'}), sampling on the host with "
-        f"pyspec's fused verifier ({pyspec.SIMD}), {llama.context_params.n_threads} threads, "
+        f"pyspec's fused verifier ({pyspec.SIMD}), {_threads(llama.context_params.n_threads)}, "
         f"n_ctx {llama.n_ctx()}"
         + (
             ", reproducible (cached cells kept as whole n_batch chunks)"
@@ -61,6 +61,10 @@ def _describe(alias: str, llama: llama_cpp.Llama, settings) -> str:
             else ""
         )
     )
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
 
 
 def drafter_setting(draft: str):
@@ -102,7 +106,9 @@ class SpeculativeLlamaProxy(LlamaProxy):
                 memory=settings.memory,
             )
             if settings.calibrate and not none:  # once per model and setup (cost cache)
-                calibrate_once(llama, lambda line: print(line, flush=True))
+                calibrate_once(
+                    llama, lambda line: print(line, flush=True), skip="--calibrate false"
+                )
         except BaseException:
             llama.close()
             raise

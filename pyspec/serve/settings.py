@@ -10,10 +10,14 @@ type, environment variable and config-file key. Changed defaults, and why:
   Qwen2.5-Coder 1.5B ran 1-4% faster with it on the AMX Xeon (docs/generation.md).
 - ``interrupt_requests`` is off: llama_cpp.server's default ends a streaming answer as soon
   as another request arrives; queued clients should each get a complete answer.
+- ``n_threads`` is every CPU, as ``pyspec generate``'s ``-t``: llama_cpp.server's default,
+  half of them, decoded on one thread of a 2-core machine, where every figure in the docs
+  used two (session 48's walk through the server with the ``openai`` client).
 """
 
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 from llama_cpp.server.settings import ModelSettings, ServerSettings
@@ -66,6 +70,12 @@ class SpeculativeModelSettings(ModelSettings):
         description="Tokens of earlier requests (prompts and answers, oldest out) that prompt "
         "lookup also searches for drafts; 0 turns the memory off. Only with "
         "adaptive on and reproducible off.",
+    )
+    n_threads: int = Field(
+        default=os.cpu_count() or 1,
+        ge=1,
+        description="Threads for llama.cpp's decoding (default: every CPU, as pyspec "
+        "generate; llama_cpp.server's own default is half of them).",
     )
     calibrate: bool = Field(
         default=True,

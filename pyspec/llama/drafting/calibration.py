@@ -148,8 +148,9 @@ def measure_at_depths(
 # is measured now and kept, so later starts skip it. ``--no-calibrate`` (serve: the
 # ``calibrate`` setting) skips it; with the cost cache off (``PYSPEC_COST_CACHE=off``)
 # nothing could keep it, and it is skipped with a line that says so.
-def calibrate_once(llm, say: Callable[[str], None]) -> bool:
-    """Calibrates ``llm`` unless there is nothing to gain or keep; True when it measured."""
+def calibrate_once(llm, say: Callable[[str], None], skip: str = "--no-calibrate") -> bool:
+    """Calibrates ``llm`` unless there is nothing to gain or keep; True when it measured.
+    ``skip``: the caller's option that turns it off, named in the line that says so."""
     spec = getattr(llm, "speculation", None)
     if spec is None or spec.controller.fixed or spec.controller.draft_max < 1:
         return False  # plain decoding, or fixed draft lengths: the curve decides nothing
@@ -170,7 +171,7 @@ def calibrate_once(llm, say: Callable[[str], None]) -> bool:
     say(
         f"pyspec: measuring this model's batch costs at every draft length up to "
         f"{spec.controller.draft_max} (once for this model, build and setup; "
-        f"kept in {spec.cost_file.parent}; --no-calibrate skips it)"
+        f"kept in {spec.cost_file.parent}; {skip} skips it)"
     )
     try:
         shape = llm.calibrate(progress=lambda line: say(f"pyspec:   {line}"))
