@@ -248,7 +248,12 @@ def _use_chat(llm, args, prompt: str) -> bool:
     if args.chat is not None:
         return args.chat
     has_template = bool(llm.metadata.get("tokenizer.chat_template"))
-    return has_template and not any(marker in prompt for marker in TEMPLATED)
+    return has_template and not _templated(prompt)
+
+
+def _templated(prompt: str) -> bool:
+    """Whether the prompt carries a chat template already (TEMPLATED): given as it is."""
+    return any(marker in prompt for marker in TEMPLATED)
 
 
 def _pieces(llm, prompt: str, chat: bool, system, request: dict):
@@ -438,7 +443,7 @@ def run(target: str, draft, args, default_prompt: str) -> int:
             llm.close()
             raise UsageError(f"--grammar: {exc}") from exc
     chat = _use_chat(llm, args, prompt)
-    templated = args.chat is None and any(marker in prompt for marker in TEMPLATED)
+    templated = args.chat is None and _templated(prompt)
     raw = "as given (raw: it is in a chat template already)" if templated else "as given (raw)"
     print(
         f"pyspec: prompt {'in the model chat template' if chat else raw}"
