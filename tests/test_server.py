@@ -128,6 +128,7 @@ def test_completion_and_chat_with_statistics(client):
     stats = out.model_extra["pyspec"]
     assert stats["speculative"] and stats["verify_steps"] > 0 and stats["accepted_tokens"] > 0
     assert 0.0 < stats["acceptance_rate"] <= 1.0
+    assert stats["drafter"] == "lookup" and stats["decode_tokens_per_second"] > 0
     chat = client.chat.completions.create(
         model="gemma",
         messages=[{"role": "user", "content": "Say hello in three words."}],
@@ -286,6 +287,9 @@ def test_a_client_that_leaves_mid_stream_leaves_the_model_consistent(server, cli
         (dict(extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
         (dict(stream=True, extra_body={"grammar": "root ::= broken ("}), "grammar does not parse"),
         (dict(extra_body={"top_k": -3}), "top_k"),
+        (dict(n=2), "answers one choice per request"),
+        (dict(stream=True, n=3), "answers one choice per request"),
+        (dict(best_of=2), "best_of"),
     ],
 )
 def test_bad_requests_get_400_with_the_reason(client, kw, words):
@@ -301,13 +305,18 @@ def test_bad_requests_get_400_with_the_reason(client, kw, words):
 def test_chat_mistakes_get_400_streamed_or_not(client):
     """No messages failed in the chat template (a 500; streamed, a 200 with nothing in it),
     and a negative max_tokens decoded to the context's end (session 48's walk with the
-    openai client); the completion endpoint already refused the latter."""
+    openai client); the completion endpoint already refused the latter. n=2 answered one
+    choice."""
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError, match="give at least one message"):
             client.chat.completions.create(model="gemma", messages=[], stream=stream)
         with pytest.raises(openai.BadRequestError, match="max_tokens"):
             client.chat.completions.create(
                 model="gemma", messages=[{"role": "user", "content": "hi"}], max_tokens=-3
+            )
+        with pytest.raises(openai.BadRequestError, match="n: pyspec serve answers one"):
+            client.chat.completions.create(
+                model="gemma", messages=[{"role": "user", "content": "hi"}], n=2, stream=stream
             )
     alive = client.chat.completions.create(
         model="gemma", messages=[{"role": "user", "content": "hi"}], max_tokens=3

@@ -665,7 +665,7 @@ class Speculation:
         constraints: Optional[RowConstraints],
         options: Optional[CompletionOptions],
     ) -> Request:
-        self.last = stats = SpeculationStats()
+        self.last = stats = SpeculationStats(drafter=self.drafter.name)
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise InvalidInputError("generate needs at least one prompt token")

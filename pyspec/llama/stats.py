@@ -24,6 +24,11 @@ class SpeculationStats:
     # so there is no separate sampling time to report.
     verify_seconds: float = 0.0
     prompt_seconds: float = 0.0  # time evaluating the prompt
+    # The rounds after the prompt's, whole (drafting, the target's passes, the verifier and the
+    # loop's bookkeeping; not the time the caller takes over each emitted token).
+    round_seconds: float = 0.0
+    round_tokens: int = 0  # the tokens those rounds emitted (a stop string may cut the last)
+    drafter: str = ""  # the drafter's name ("lookup", "draft-model", "lookup+draft-model", ...)
     fallback_reason: str = ""  # why a request ran without speculation, if it did
     # Where the verify rows were sampled: "graph" (inside llama.cpp's graph, no logits row
     # copied out) or "host" (with why the graph could not, under sampling="auto").
@@ -88,6 +93,12 @@ class SpeculationStats:
         return (self.emitted - 1) / steps if steps else 0.0
 
     @property
+    def decode_rate(self) -> float:
+        """Tokens per second after the first token: what the rounds after the prompt's
+        emitted over their own time (0 when none ran)."""
+        return self.round_tokens / self.round_seconds if self.round_seconds > 0 else 0.0
+
+    @property
     def effective_k(self) -> float:
         """Mean draft length over the forward passes that carried drafts."""
         return self.drafted / self.verify_steps if self.verify_steps else 0.0
@@ -97,6 +108,8 @@ class SpeculationStats:
         self.draft_seconds += r.draft_seconds
         self.target_seconds += r.target_seconds
         self.verify_seconds += r.verify_seconds
+        self.round_seconds += r.round_seconds
+        self.round_tokens += r.emitted
         self.unsure_holds += r.held_back
         self.sure_copy_rounds += r.sure_copy
         self.remembered_rounds += r.remembered > 0
@@ -118,7 +131,13 @@ class SpeculationStats:
             if f.name == "draft_lengths":
                 for k, n in other.draft_lengths.items():
                     self.draft_lengths[k] = self.draft_lengths.get(k, 0) + n
-            elif f.name in ("fallback_reason", "cost_model", "sampling", "memory_tokens"):
+            elif f.name in (
+                "fallback_reason",
+                "cost_model",
+                "sampling",
+                "memory_tokens",
+                "drafter",
+            ):
                 if getattr(other, f.name):
                     setattr(self, f.name, getattr(other, f.name))
             else:
@@ -131,6 +150,7 @@ class SpeculationStats:
             acceptance_rate=self.acceptance_rate,
             tokens_per_verify_step=self.tokens_per_verify_step,
             effective_k=self.effective_k,
+            decode_rate=self.decode_rate,
             realised_over_predicted=self.realised_over_predicted,
             memory_hit_rate=self.memory_hit_rate,
         )
@@ -140,12 +160,14 @@ class SpeculationStats:
         if self.fallback_reason:
             return f"speculation off for this request: {self.fallback_reason}"
         return (
-            f"drafted {self.drafted}, accepted {self.accepted} "
+            (f"{self.drafter}: " if self.drafter else "")
+            + f"drafted {self.drafted}, accepted {self.accepted} "
             f"({100 * self.acceptance_rate:.1f}%), {self.tokens_per_verify_step:.2f} tokens per "
             f"target step, effective k {self.effective_k:.2f}, {self.verify_steps} verify + "
             f"{self.plain_steps} plain steps; time: draft {self.draft_seconds:.3f}s, target "
             f"{self.target_seconds:.3f}s, verify+sample {self.verify_seconds * 1e3:.1f}ms, "
             f"prompt {self.prompt_seconds:.3f}s"
+            + (f"; {self.decode_rate:.2f} tok/s after the first" if self.round_seconds else "")
             + (f"; sampling {self.sampling}" if self.sampling else "")
             + (
                 f"; realised/predicted tokens {self.realised_over_predicted:.2f}"

@@ -14,6 +14,9 @@ answer 500 or cut a stream.
   takes the whole context (its tokens counted without the chat template, a lower bound),
   the answer is a 400 ``context_length_exceeded``, as an unstreamed request gets; a prompt
   that only the template's tokens push over still fails in the stream.
+- A request for more than one choice (``n``, or a completion's ``best_of``): llama_cpp.server
+  takes the field and answers one choice, which a client that asked for several reads as
+  a short answer list; pyspec serve says so instead.
 - A chat request with no messages (the chat template failed: a 500, or a stream with
   nothing in it) or a negative ``max_tokens`` (llama_cpp.server's chat request model takes
   it and decodes to the context's end; its completion request model refuses it).
@@ -39,7 +42,11 @@ def _error_body(message: str, code=None) -> bytes:
 
 def _problem(path: str, request) -> dict:
     """The error body's fields for a request the route would answer badly ({} for none)."""
-    problem = _chat_problem(path, request) or _stream_grammar_problem(request)
+    problem = (
+        _choices_problem(request)
+        or _chat_problem(path, request)
+        or _stream_grammar_problem(request)
+    )
     if problem:
         return {"message": problem}
     llama = _loaded_model(request) if isinstance(request, dict) else None
@@ -63,6 +70,20 @@ def _loaded_model(request: dict):
     if llama is None or (asked and asked != proxy._current_model_alias and asked in list(proxy)):
         return None
     return llama
+
+
+def _choices_problem(request) -> str:
+    """Why a request for several choices cannot be answered ('' when it asks for one)."""
+    if not isinstance(request, dict):
+        return ""
+    for name in ("n", "best_of"):
+        value = request.get(name)
+        if value is not None and value != 1:
+            return (
+                f"invalid request: {name}: pyspec serve answers one choice per request "
+                f"(got {value!r}); send the request again for another answer"
+            )
+    return ""
 
 
 def _chat_problem(path: str, request) -> str:

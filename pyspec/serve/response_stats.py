@@ -34,6 +34,8 @@ def response_fields(stats: SpeculationStats) -> dict:
         "verify_steps": stats.verify_steps,
         "plain_steps": stats.plain_steps,
         "tokens_per_step": round(stats.tokens_per_verify_step, 3),
+        "decode_tokens_per_second": round(stats.decode_rate, 2),
+        "drafter": stats.drafter or None,
         "seconds": {
             "prompt": round(stats.prompt_seconds, 4),
             "draft": round(stats.draft_seconds, 4),
