@@ -66,6 +66,7 @@ def test_config_file_with_a_drafter_per_model(tmp_path):
         (["-m", "{dir}"], "is a directory"),
         (["-m", "{model}", "--draft_max", "99"], "draft_max"),
         (["-m", "{model}", "--draft_model", "prompt-lookup-decoding"], "use draft='lookup'"),
+        (["-m", "{model}", "--draft_model_num_pred_tokens", "4"], "draft length is draft_max"),
         (["--config_file", "/no/such/config.json"], "no such file"),
     ],
 )
@@ -82,3 +83,11 @@ def test_a_draft_setting_with_a_comma_is_a_list_of_drafters():
 
     assert drafter_setting("lookup") == "lookup"
     assert drafter_setting("lookup, /m/d.gguf") == ["lookup", "/m/d.gguf"]
+
+
+def test_help_says_llama_cpp_servers_draft_options_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--draft_model DRAFT_MODEL not used here" in text
+    assert "Method to use for speculative decoding" not in text  # llama_cpp.server's words

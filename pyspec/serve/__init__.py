@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     friendly.add_argument("-c", "--ctx-size", dest="n_ctx", type=int)
     friendly.add_argument("-t", "--threads", dest="n_threads", type=int)
     add_args_from_model(parser.add_argument_group("llama_cpp.server options"), SpeculativeSettings)
+    _mark_refused_options(parser)
     parser.add_argument(
         "--config_file",
         "--config",
@@ -74,6 +75,23 @@ def build_parser() -> argparse.ArgumentParser:
         "may set draft, draft_max, draft_min, draft_p_min, adaptive, reproducible, memory)",
     )
     return parser
+
+
+# llama_cpp.server options that pyspec serve refuses (settings.py says why), with what to use.
+REFUSED_OPTIONS = {
+    "draft_model": "not used here (llama-cpp-python's own prompt-lookup loop; it is refused): "
+    "pyspec's drafts are --lookup (the default) or -md DRAFT.gguf",
+    "draft_model_num_pred_tokens": "not used here (belongs to --draft_model; a value other "
+    "than its default is refused): pyspec's draft length is --draft-max",
+}
+
+
+def _mark_refused_options(parser: argparse.ArgumentParser) -> None:
+    """Rewrites the help of the llama_cpp.server options pyspec serve refuses, so that --help
+    does not offer them with llama_cpp.server's description."""
+    for action in parser._actions:
+        if action.dest in REFUSED_OPTIONS:
+            action.help = REFUSED_OPTIONS[action.dest]
 
 
 def load_settings(args):

@@ -106,6 +106,18 @@ class SpeculativeModelSettings(ModelSettings):
             )
         return value
 
+    @field_validator("draft_model_num_pred_tokens")
+    @classmethod
+    def _no_llama_cpp_draft_length(cls, value: int) -> int:
+        default = ModelSettings.model_fields["draft_model_num_pred_tokens"].default
+        if value != default:  # it would be taken and ignored
+            raise InvalidInputError(
+                "draft_model_num_pred_tokens belongs to llama-cpp-python's own draft_model, "
+                "which pyspec serve does not use; pyspec's draft length is draft_max "
+                "(--draft-max)"
+            )
+        return value
+
 
 class SpeculativeServerSettings(ServerSettings):
     interrupt_requests: bool = Field(
