@@ -415,6 +415,23 @@ def test_a_free_draft_is_held_back_while_the_target_is_unsure():
     assert fixed.allow_zero and fixed.choose(16, confidence=0.01) == 4
 
 
+def test_nothing_is_held_back_where_verifying_a_draft_costs_less_than_a_plain_pass():
+    # llama.cpp's AMX kernels on one thread: a batch of 2 cost 0.72-0.77x one token (session
+    # 49), so a plain round is the dearest choice however unsure the target was.
+    cheap = _shadowed(lambda n: {1: 1.0, 2: 0.77}.get(n, 0.8 + 0.1 * (n - 2)))
+    cheap.unsure_below = UNSURE_BELOW
+    for _ in range(20):
+        cheap.record_acceptance(1, 0, "guess")  # guesses that never pass
+    assert cheap.choose(16, "guess", draft_cost=0.0, confidence=0.01) >= 1
+    assert not cheap.held_back
+    # The same with a batch of 2 at 1.05x one token: held back (a costly drafter's draft,
+    # which costs its own passes, never is exempt either).
+    dear = _shadowed(lambda n: 1.05 if n == 2 else 1.0 + 0.1 * (n - 1))
+    dear.unsure_below = UNSURE_BELOW
+    assert dear.choose(16, "guess", draft_cost=0.0, confidence=0.01) == 0 and dear.held_back
+    assert cheap.choose(16, "guess", draft_cost=0.01, confidence=0.01) == 0 and cheap.held_back
+
+
 def _missed(held_back: bool = False) -> Round:
     """A plain round (one token, at the one-token cost) whose draft's first token missed
     (``held_back``: the round was plain because the unsure rule held its draft back)."""

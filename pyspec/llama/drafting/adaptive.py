@@ -83,6 +83,9 @@ DEFAULT_DRAFT_MAX = 64
 # per row they cost 0.2 ms a round on this Zen 4, about the 0.7% the rule gains on its curve,
 # so it waited (session 20) for the verifier to give them from its own pass (top_probs: 0.05
 # ms a round, session 21; docs/drafting.md).
+# Where a pass over the last token and one draft costs no more than a plain pass (llama.cpp's
+# AMX kernels on one thread, costs.MIN_RATIO), nothing is held back: a plain round is then
+# the dearest choice (session 49, docs/drafting.md).
 UNSURE_BELOW = 0.3
 UNSURE_WINDOW = 4
 # The sure-copy rule (DraftLengthController.sure_above; the loop turns it on beside the unsure
@@ -608,6 +611,13 @@ class DraftLengthController:
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
         return self.expected_tokens(k, bucket, kinds) / cost
 
+    def _verifying_is_cheaper(self) -> bool:
+        """Whether a pass over the last token and one draft costs no more than a plain pass
+        over the last token alone, as the cost model believes: then a free draft is worth
+        verifying however unsure the target was (llama.cpp's AMX kernels on one thread:
+        costs.MIN_RATIO), and the unsure rule holds nothing back."""
+        return self.costs.predict(2) <= self.costs.predict(1)
+
     def choose_free(
         self, draft, confidence: Optional[float] = None, remaining: Optional[int] = None
     ) -> int:
@@ -671,6 +681,7 @@ class DraftLengthController:
             and self.allow_zero
             and not self.fixed
             and limit > 0
+            and not (draft_cost == 0.0 and self._verifying_is_cheaper())
         ):
             self._held_back = True
             self.last_reason = (
