@@ -74,6 +74,16 @@ def test_generate_uses_the_chat_template_and_says_so(qwen_path, tmp_path):
     assert bad.returncode == 2 and "--system needs the chat template" in bad.stderr
 
 
+def test_generate_gives_its_default_request_to_the_models_own_template(gemma_path):
+    """The default request was written in Qwen's chat template and given raw to every
+    model: Gemma 3 270M answered with the template's markers as text (a newcomer's walk,
+    session 49). It has no chat template: the request goes raw, without Qwen's markers."""
+    out = run_pyspec("generate", "-m", gemma_path, "-n", "12", "--temp", "0")
+    assert out.returncode == 0, out.stderr
+    assert "prompt as given (raw)" in out.stderr and "chat template already" not in out.stderr
+    assert out.stdout.strip() and "<|im_" not in out.stdout
+
+
 def test_plain_no_draft_and_compare_modes(gemma_path):
     prompt = "# file: a.py\nx = 1\ny = 2\nz = 3\n# file: b.py (copy of a.py)\nx = 1\n"
     plain = run_pyspec("generate", "-m", gemma_path, "-p", prompt, "-n", "16", "--plain")

@@ -10,8 +10,12 @@ import sys
 from pyspec.tools.generate import AutoDraft, UsageError, add_generation_args, run
 from pyspec.tools.install_llama import LLAMA_CPP_PYTHON_VERSION
 
-DEMO_PROMPT = (
-    "<|im_start|>user\nRename the variable `total_price` to `grand_total` in this code and "
+# The code-editing request both commands make by default. `pyspec generate` runs any model:
+# it gives the request to the model's own chat template (a model without one gets it raw).
+# The demo's model is Qwen2.5-Coder: its prompt is written in Qwen's template, the same
+# tokens the benchmarks and llama.cpp's tools are given.
+DEMO_REQUEST = (
+    "Rename the variable `total_price` to `grand_total` in this code and "
     "output the whole code, nothing else:\n```python\n"
     "def compute_total(items, discount_threshold=100):\n"
     "    total_price = 0\n"
@@ -21,8 +25,9 @@ DEMO_PROMPT = (
     "        total_price = total_price * 0.9\n"
     '    print(f"total: {total_price:.2f}")\n'
     "    return total_price\n"
-    "```<|im_end|>\n<|im_start|>assistant\n"
+    "```"
 )
+DEMO_PROMPT = f"<|im_start|>user\n{DEMO_REQUEST}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def main(argv=None) -> int:
@@ -123,7 +128,7 @@ def _dispatch(parser, args) -> int:
                     parser.error(f"{flag} {path}: is a directory; give the path of a .gguf file")
                 if not os.path.isfile(path):
                     parser.error(f"{flag} {path}: no such file")
-            return run(args.model, args.model_draft or "lookup", args, DEMO_PROMPT)
+            return run(args.model, args.model_draft or "lookup", args, DEMO_REQUEST)
         from pyspec.testing.models import ensure_model
 
         target = str(ensure_model("qwen2.5-coder-1.5b"))
