@@ -410,6 +410,35 @@ def test_draft_length_out_of_range(qwen_path, kwargs):
         SpeculativeLlama(qwen_path, draft="lookup", **kwargs, **KW)
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(draft_max="64"), TypeError, "draft_max must be a whole number"),
+        (dict(draft_min=1.5), TypeError, "draft_min must be a whole number"),
+        (dict(draft_p_min="0.1"), TypeError, "draft_p_min must be a number"),
+        (dict(draft_p_min=1.5), ValueError, "draft_p_min must be in"),
+        (dict(adaptive="yes"), TypeError, "adaptive must be True or False"),
+        (dict(draft_maxx=8), ValueError, "unknown keyword 'draft_maxx' (did you mean 'draft_max'"),
+        (dict(n_thread=2), ValueError, "did you mean 'n_threads'"),
+        (dict(draft="lookp"), ValueError, "draft 'lookp': no such file; a drafter is 'lookup'"),
+        (dict(draft=["lookup", "/no/draft.gguf"]), ValueError, "'/no/draft.gguf': no such file"),
+    ],
+)
+def test_option_mistakes_are_named_before_the_model_loads(kwargs, error, words):
+    """A newcomer's walk (session 49): a wrong type met a bare comparison TypeError, a
+    misspelt keyword was swallowed by llama_cpp.Llama's **kwargs, and a draft path with a
+    typo failed after the target had loaded, as 'Model path does not exist'. The model path
+    here does not exist either: each is refused before any load."""
+    with pytest.raises(error) as info:
+        SpeculativeLlama("/no/such/target.gguf", **kwargs)
+    assert words in str(info.value)
+
+
+def test_enable_speculation_takes_a_loaded_llama():
+    with pytest.raises(TypeError, match="takes a loaded llama_cpp.Llama, got str"):
+        enable_speculation("model.gguf")
+
+
 def test_use_after_close_raises_instead_of_crashing(gemma_path):
     from pyspec.llama import ClosedError
 

@@ -39,7 +39,12 @@ from pyspec.llama.context import context_outputs_per_seq
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.huge_pages import into_huge_pages
 from pyspec.llama.loop import Speculation
-from pyspec.llama.options import SpeculationOptions, check_llama_threads
+from pyspec.llama.options import (
+    SpeculationOptions,
+    check_draft_files,
+    check_llama_keywords,
+    check_llama_threads,
+)
 from pyspec.llama.request import CompletionOptions, asking, current_options
 from pyspec.llama.runtime.build_info import build_features
 from pyspec.llama.runtime.guard import check_llama_build, system_info
@@ -280,6 +285,18 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, **options) -> Specula
     samples one output per sequence in the graph, so "auto" verifies on the host there and
     "graph" raises. ``options``: SpeculativeLlama's (``draft_max``, ``draft_min``,
     ``draft_p_min``, ``adaptive``, ``sampling``, ``reproducible``, ``memory``)."""
+    if not isinstance(llama, llama_cpp.Llama):
+        raise ArgumentTypeError(
+            f"enable_speculation takes a loaded llama_cpp.Llama, got {type(llama).__name__} "
+            f"(to load a model from its path: SpeculativeLlama(path))"
+        )
+    unknown = set(options) - set(inspect.signature(SpeculationOptions).parameters)
+    if unknown:
+        raise InvalidInputError(
+            f"enable_speculation got unknown options {sorted(unknown)}; it takes "
+            f"{sorted(inspect.signature(SpeculationOptions).parameters)}"
+        )
+    check_draft_files(draft)
     return _enable(llama, draft, SpeculationOptions(**options))
 
 
@@ -378,11 +395,17 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         )
         check_llama_build()
         check_llama_threads(llama_kwargs)
+        check_llama_keywords(
+            llama_kwargs,
+            inspect.signature(llama_cpp.Llama.__init__).parameters,
+            inspect.signature(SpeculativeLlama.__init__).parameters,
+        )
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:
                 raise InvalidInputError("pass either draft= or draft_model=, not both")
             draft = llama_kwargs.pop("draft_model")
         llama_kwargs.pop("draft_model", None)
+        check_draft_files(draft)
         if not isinstance(compute_thread, bool):
             raise ArgumentTypeError(
                 f"compute_thread must be True or False, got {type(compute_thread).__name__}"

@@ -6,10 +6,13 @@ they can check before a model loads.
 
 from __future__ import annotations
 
+import difflib
+import os
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 from pyspec._native.abi import MAX_DRAFT
-from pyspec.errors import InvalidInputError
+from pyspec.errors import ArgumentTypeError, InvalidInputError
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
 from pyspec.llama.drafting.request_memory import DEFAULT_MAX_TOKENS
 from pyspec.verifier import check_threads
@@ -75,6 +78,19 @@ class SpeculationOptions:
     memory: object = True
 
     def __post_init__(self):
+        for name in ("draft_max", "draft_min"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise ArgumentTypeError(f"{name} must be a whole number, got {value!r}")
+        if isinstance(self.draft_p_min, bool) or not isinstance(self.draft_p_min, Real):
+            raise ArgumentTypeError(f"draft_p_min must be a number, got {self.draft_p_min!r}")
+        if not 0.0 <= self.draft_p_min < 1.0:
+            raise InvalidInputError(f"draft_p_min must be in [0, 1), got {self.draft_p_min!r}")
+        for name in ("adaptive", "reproducible"):
+            if not isinstance(getattr(self, name), bool):
+                raise ArgumentTypeError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
         check_sampling_mode(self.sampling)
         check_draft_range(self.draft_min, self.draft_max)
         memory_size(self.memory)
@@ -82,3 +98,36 @@ class SpeculationOptions:
     @property
     def memory_tokens(self) -> int:
         return memory_size(self.memory)
+
+
+def check_llama_keywords(llama_kwargs: dict, llama_parameters, pyspec_keywords) -> None:
+    """Refuses a keyword neither SpeculativeLlama nor ``llama_cpp.Llama`` takes.
+    llama_cpp.Llama swallows unknown keywords (its ``**kwargs``) and ignores them, so a
+    misspelt ``draft_maxx=8`` or ``n_thread=2`` would run with the default, silently."""
+    known = set(llama_parameters) | set(pyspec_keywords)
+    for name in llama_kwargs:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidInputError(
+                f"SpeculativeLlama got an unknown keyword {name!r}{hint}; it takes pyspec's "
+                f"options and llama_cpp.Llama's"
+            )
+
+
+def check_draft_files(draft) -> None:
+    """A drafter given as a path must name a file, checked before the target loads (a
+    typo such as 'lookp' failed in llama-cpp-python after the target's load, as 'Model
+    path does not exist')."""
+    for one in draft if isinstance(draft, (list, tuple)) else [draft]:
+        if isinstance(one, (str, bytes)) or hasattr(one, "__fspath__"):
+            path = os.fsdecode(os.fspath(one))
+            if path == "lookup":
+                continue
+            if not os.path.isfile(path):
+                why = "is a directory" if os.path.isdir(path) else "no such file"
+                raise InvalidInputError(
+                    f"draft {path!r}: {why}; a drafter is 'lookup' (prompt lookup), the path "
+                    f"of a GGUF draft model, a llama_cpp.Llama, a pyspec Drafter, or a list "
+                    f"of two of these"
+                )
