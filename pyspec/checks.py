@@ -160,9 +160,12 @@ class LogitsRows:
     n_vocab: int
 
 
-def logits_rows(view: ArrayView, name: str, n_rows: Optional[int] = None) -> LogitsRows:
+def logits_rows(
+    view: ArrayView, name: str, n_rows: Optional[int] = None, needs: Optional[str] = None
+) -> LogitsRows:
     """Checks a ``[rows, n_vocab]`` (or one ``[n_vocab]`` row) logits array: a logit element
-    type, the row count, rows contiguous along the vocabulary and not overlapping."""
+    type, the row count, rows contiguous along the vocabulary and not overlapping.
+    ``needs``: how the error names the row count (default: a verify's n_draft + 1)."""
     shape, strides = view.shape, view.strides
     if len(shape) == 1:
         shape, strides = (1, shape[0]), (shape[0], 1)
@@ -179,7 +182,8 @@ def logits_rows(view: ArrayView, name: str, n_rows: Optional[int] = None) -> Log
         )
     if n_rows is not None and shape[0] != n_rows:
         raise InvalidInputError(
-            f"{name} has {shape[0]} rows; it needs n_draft + 1 = {n_rows}", Status.SHAPE
+            f"{name} has {shape[0]} rows; it needs {needs or f'n_draft + 1 = {n_rows}'}",
+            Status.SHAPE,
         )
     if shape[1] < 1:
         raise InvalidInputError(f"{name} has an empty vocabulary axis", Status.SHAPE)

@@ -434,7 +434,9 @@ def _one_row(logits):
         ptr = ffi.cast(_VOID_P, checks.check_address(logits.address, "LogitsPointer.address"))
         n_vocab = checks.check_n_vocab(logits.n_vocab, "LogitsPointer.n_vocab")
         return ptr, n_vocab, dtype, None
-    rows = checks.logits_rows(host_arrays.host_view(logits, "logits"), "logits", 1)
+    rows = checks.logits_rows(
+        host_arrays.host_view(logits, "logits"), "logits", 1, needs="one row ([n_vocab])"
+    )
     return ffi.cast(_VOID_P, rows.view.ptr), rows.n_vocab, rows.dtype, rows.view.owner
 
 

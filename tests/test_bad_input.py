@@ -66,6 +66,10 @@ def test_shape_and_layout_errors(rows):
         pyspec.verify(np.asfortranarray(rows), [1, 2])
     with pytest.raises(PyspecError, match="must be 2-D"):
         pyspec.verify(rows[None], [1, 2])
+    # the one-row calls name what they need (they said "n_draft + 1 = 1": they take no drafts)
+    for one_row_call in (pyspec.sample, pyspec.distribution, pyspec.row_logprobs):
+        with pytest.raises(PyspecError, match="has 3 rows; it needs one row \\(\\[n_vocab\\]\\)"):
+            one_row_call(rows)
 
 
 @pytest.mark.parametrize("token", [-1, V, 2**40])

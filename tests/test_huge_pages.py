@@ -73,6 +73,7 @@ def test_turned_off_by_the_argument_or_the_environment(monkeypatch):
     with into_huge_pages(False) as report:
         pass
     assert not report.asked and report.bytes == 0 and "turned off" in report.describe()
+    assert str(report) == report.describe()  # print() gives the sentence, as the docs show
     monkeypatch.setenv("PYSPEC_HUGE_PAGES", "off")
     with into_huge_pages(True) as report:
         pass

@@ -43,3 +43,16 @@ def test_totals_add_rounds_and_keep_the_last_drafter_name():
     assert total.drafter == "draft-model"
     assert total.round_tokens == 18 and abs(total.decode_rate - 18 / 0.48) < 1e-9
     assert total.as_dict()["decode_rate"] == total.decode_rate
+
+
+def test_tokens_per_step_of_a_running_total_counts_no_first_token():
+    # three requests, each all plain rounds: one token a step, in each and in the total
+    # (emitted - 1 over the total's steps said 1.02 with nothing drafted: a newcomer's walk)
+    total = SpeculationStats()
+    for _ in range(3):
+        one = SpeculationStats(emitted=33)
+        for _ in range(32):
+            one.add_round(Round(emitted=1, batch=1, round_seconds=0.01))
+        assert one.tokens_per_verify_step == 1.0
+        total.add(one)
+    assert total.tokens_per_verify_step == 1.0 and total.plain_steps == 96

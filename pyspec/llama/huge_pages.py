@@ -72,6 +72,8 @@ class HugePages:
             return done + (f" ({self.why_not})" if self.why_not else "")
         return f"model weights left in the pages llama.cpp gave them: {self.why_not}"
 
+    __str__ = describe  # print(llm.huge_pages) gives the sentence; repr() the fields
+
 
 def anonymous_regions() -> list:
     """(start, end) of this process's private writable anonymous mappings."""

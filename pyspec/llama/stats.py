@@ -88,9 +88,11 @@ class SpeculationStats:
 
     @property
     def tokens_per_verify_step(self) -> float:
-        """Mean tokens emitted per target forward pass after the prompt."""
+        """Mean tokens per target forward pass after the prompt: what those rounds decided
+        (emitted - 1 for one request until session 49, which over a running total counted
+        every request's first token but one)."""
         steps = self.verify_steps + self.plain_steps
-        return (self.emitted - 1) / steps if steps else 0.0
+        return self.round_tokens / steps if steps else 0.0
 
     @property
     def decode_rate(self) -> float:
