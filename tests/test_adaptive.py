@@ -418,7 +418,13 @@ def test_a_free_draft_is_held_back_while_the_target_is_unsure():
 def test_nothing_is_held_back_where_verifying_a_draft_costs_less_than_a_plain_pass():
     # llama.cpp's AMX kernels on one thread: a batch of 2 cost 0.72-0.77x one token (session
     # 49), so a plain round is the dearest choice however unsure the target was.
-    cheap = _shadowed(lambda n: {1: 1.0, 2: 0.77}.get(n, 0.8 + 0.1 * (n - 2)))
+    shape = {n: {2: 0.77}.get(n, 0.8 + 0.1 * (n - 2)) for n in range(2, 18)}
+    cheap = DraftLengthController(0, 16, watch=WatchPolicy(shadowed=True))
+    cheap.use_cost_prior(shape, calibrated=True)  # (calibrate()'s: every size measured)
+    assert not cheap._verifying_is_cheaper()  # no one-token pass timed yet: no unit
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        cheap.record_target(1, 1.0)
+        cheap.choose(16, "copy", draft_cost=0.0)
     cheap.unsure_below = UNSURE_BELOW
     for _ in range(20):
         cheap.record_acceptance(1, 0, "guess")  # guesses that never pass
@@ -430,6 +436,16 @@ def test_nothing_is_held_back_where_verifying_a_draft_costs_less_than_a_plain_pa
     dear.unsure_below = UNSURE_BELOW
     assert dear.choose(16, "guess", draft_cost=0.0, confidence=0.01) == 0 and dear.held_back
     assert cheap.choose(16, "guess", draft_cost=0.01, confidence=0.01) == 0 and cheap.held_back
+    # The same cheap shape not calibrated (a cached live shape): its envelope makes the dip
+    # a tie, which says nothing; held back.
+    guessed = DraftLengthController(0, 16, watch=WatchPolicy(shadowed=True))
+    guessed.use_cost_prior(shape, calibrated=False)
+    for _ in range(WARMUP_PLAIN_ROUNDS):
+        guessed.record_target(1, 1.0)
+        guessed.choose(16, "copy", draft_cost=0.0)
+    guessed.unsure_below = UNSURE_BELOW
+    assert guessed.choose(16, "guess", draft_cost=0.0, confidence=0.01) == 0
+    assert guessed.held_back
 
 
 def _missed(held_back: bool = False) -> Round:

@@ -280,6 +280,7 @@ def test_generate_calibrates_the_batch_costs_once_per_model_and_setup(gemma_path
         ("--top-k", "-1", "-1 is out of range: 0 (off) or more"),
         ("--draft-max", "0", "0 is out of range: at least 1 (--no-draft"),
         ("-t", "0", "0 is out of range: at least 1"),
+        ("--draft-p-min", "1", "1 is out of range: in [0, 1)"),  # (the library refuses 1)
     ],
 )
 def test_an_option_out_of_range_is_refused_by_name(tmp_path, option, value, said):

@@ -420,6 +420,7 @@ def test_draft_length_out_of_range(qwen_path, kwargs):
         (dict(adaptive="yes"), TypeError, "adaptive must be True or False"),
         (dict(draft_maxx=8), ValueError, "unknown keyword 'draft_maxx' (did you mean 'draft_max'"),
         (dict(n_thread=2), ValueError, "did you mean 'n_threads'"),
+        (dict(llama_kwargs={}), ValueError, "unknown keyword 'llama_kwargs'"),
         (dict(draft="lookp"), ValueError, "draft 'lookp': no such file; a drafter is 'lookup'"),
         (dict(draft=["lookup", "/no/draft.gguf"]), ValueError, "'/no/draft.gguf': no such file"),
     ],
@@ -437,6 +438,17 @@ def test_option_mistakes_are_named_before_the_model_loads(kwargs, error, words):
 def test_enable_speculation_takes_a_loaded_llama():
     with pytest.raises(TypeError, match="takes a loaded llama_cpp.Llama, got str"):
         enable_speculation("model.gguf")
+
+    class NotLoaded(llama_cpp.Llama):  # a Llama never loaded: the options are refused first
+        def __init__(self):
+            pass
+
+        def __del__(self):
+            pass
+
+    plain = NotLoaded()
+    with pytest.raises(ValueError, match="unknown keyword 'draft_maxx' \\(did you mean"):
+        enable_speculation(plain, draft_maxx=8)
 
 
 def test_use_after_close_raises_instead_of_crashing(gemma_path):

@@ -334,7 +334,7 @@ class Speculation:
         finally:
             self.llama.n_tokens = 0  # what llama-cpp-python believes the cache holds
             self.prefix_reuse.forget()
-        problem = validate_ratios(shape)
+        problem = validate_ratios(shape, calibrated=True)
         if problem:
             raise PyspecRuntimeError(
                 f"the measured batch costs are implausible ({problem}); the machine was "
@@ -356,7 +356,7 @@ class Speculation:
         largest = self._largest_verify_batch("use_calibration()")
         ratios, problem = ratios_from(shape)
         if not problem:
-            problem = validate_ratios(ratios)
+            problem = validate_ratios(ratios, calibrated=True)
         if not problem and not (every_size_from_2(ratios) and max(ratios) >= largest):
             problem = f"it does not hold every batch size from 2 to {largest} (draft_max + 1)"
         if problem:
@@ -665,7 +665,9 @@ class Speculation:
         constraints: Optional[RowConstraints],
         options: Optional[CompletionOptions],
     ) -> Request:
-        self.last = stats = SpeculationStats(drafter=self.drafter.name)
+        # (draft_max 0: pyspec serve's --no-draft, generate's --no-draft: no drafts at all)
+        drafter = self.drafter.name if self.controller.draft_max > 0 else "none"
+        self.last = stats = SpeculationStats(drafter=drafter)
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise InvalidInputError("generate needs at least one prompt token")

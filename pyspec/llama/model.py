@@ -42,7 +42,7 @@ from pyspec.llama.loop import Speculation
 from pyspec.llama.options import (
     SpeculationOptions,
     check_draft_files,
-    check_llama_keywords,
+    check_keywords,
     check_llama_threads,
 )
 from pyspec.llama.request import CompletionOptions, asking, current_options
@@ -290,12 +290,7 @@ def enable_speculation(llama: llama_cpp.Llama, draft=None, **options) -> Specula
             f"enable_speculation takes a loaded llama_cpp.Llama, got {type(llama).__name__} "
             f"(to load a model from its path: SpeculativeLlama(path))"
         )
-    unknown = set(options) - set(inspect.signature(SpeculationOptions).parameters)
-    if unknown:
-        raise InvalidInputError(
-            f"enable_speculation got unknown options {sorted(unknown)}; it takes "
-            f"{sorted(inspect.signature(SpeculationOptions).parameters)}"
-        )
+    check_keywords(options, "enable_speculation", inspect.signature(SpeculationOptions))
     check_draft_files(draft)
     return _enable(llama, draft, SpeculationOptions(**options))
 
@@ -395,10 +390,11 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
         )
         check_llama_build()
         check_llama_threads(llama_kwargs)
-        check_llama_keywords(
+        check_keywords(
             llama_kwargs,
-            inspect.signature(llama_cpp.Llama.__init__).parameters,
-            inspect.signature(SpeculativeLlama.__init__).parameters,
+            "SpeculativeLlama",
+            inspect.signature(llama_cpp.Llama.__init__),
+            inspect.signature(SpeculativeLlama.__init__),
         )
         if llama_kwargs.get("draft_model") is not None:
             if draft is not None:

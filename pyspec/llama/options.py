@@ -7,6 +7,7 @@ they can check before a model loads.
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -100,19 +101,24 @@ class SpeculationOptions:
         return memory_size(self.memory)
 
 
-def check_llama_keywords(llama_kwargs: dict, llama_parameters, pyspec_keywords) -> None:
-    """Refuses a keyword neither SpeculativeLlama nor ``llama_cpp.Llama`` takes.
-    llama_cpp.Llama swallows unknown keywords (its ``**kwargs``) and ignores them, so a
-    misspelt ``draft_maxx=8`` or ``n_thread=2`` would run with the default, silently."""
-    known = set(llama_parameters) | set(pyspec_keywords)
-    for name in llama_kwargs:
+def check_keywords(given, who: str, *signatures) -> None:
+    """Refuses a keyword that none of the functions' ``signatures`` (inspect.Signature) names.
+    Why: llama_cpp.Llama swallows unknown keywords (its ``**kwargs``) and ignores them, so a
+    misspelt ``draft_maxx=8`` or ``n_thread=2`` ran with the default, silently."""
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = sorted(
+        {
+            name
+            for signature in signatures
+            for name, parameter in signature.parameters.items()
+            if parameter.kind in named and name != "self"
+        }
+    )
+    for name in given:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
+            close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InvalidInputError(
-                f"SpeculativeLlama got an unknown keyword {name!r}{hint}; it takes pyspec's "
-                f"options and llama_cpp.Llama's"
-            )
+            raise InvalidInputError(f"{who} got an unknown keyword {name!r}{hint}")
 
 
 def check_draft_files(draft) -> None:
@@ -120,10 +126,10 @@ def check_draft_files(draft) -> None:
     typo such as 'lookp' failed in llama-cpp-python after the target's load, as 'Model
     path does not exist')."""
     for one in draft if isinstance(draft, (list, tuple)) else [draft]:
+        if isinstance(one, str) and one == "lookup":
+            continue
         if isinstance(one, (str, bytes)) or hasattr(one, "__fspath__"):
             path = os.fsdecode(os.fspath(one))
-            if path == "lookup":
-                continue
             if not os.path.isfile(path):
                 why = "is a directory" if os.path.isdir(path) else "no such file"
                 raise InvalidInputError(

@@ -28,7 +28,9 @@ class SpeculationStats:
     # loop's bookkeeping; not the time the caller takes over each emitted token).
     round_seconds: float = 0.0
     round_tokens: int = 0  # the tokens those rounds emitted (a stop string may cut the last)
-    drafter: str = ""  # the drafter's name ("lookup", "draft-model", "lookup+draft-model", ...)
+    # The drafter's name ("lookup", "draft-model", "lookup+draft-model", ...; "none" with
+    # draft_max 0).
+    drafter: str = ""
     fallback_reason: str = ""  # why a request ran without speculation, if it did
     # Where the verify rows were sampled: "graph" (inside llama.cpp's graph, no logits row
     # copied out) or "host" (with why the graph could not, under sampling="auto").

@@ -43,7 +43,7 @@ def _error_body(message: str, code=None) -> bytes:
 def _problem(path: str, request) -> dict:
     """The error body's fields for a request the route would answer badly ({} for none)."""
     problem = (
-        _choices_problem(request)
+        _choices_problem(path, request)
         or _chat_problem(path, request)
         or _stream_grammar_problem(request)
     )
@@ -72,13 +72,18 @@ def _loaded_model(request: dict):
     return llama
 
 
-def _choices_problem(request) -> str:
-    """Why a request for several choices cannot be answered ('' when it asks for one)."""
+def _choices_problem(path: str, request) -> str:
+    """Why a request for several choices cannot be answered ('' when it asks for one): ``n``
+    on a completion or chat, ``best_of`` on a completion (the fields of llama_cpp.server's
+    request models)."""
     if not isinstance(request, dict):
         return ""
-    for name in ("n", "best_of"):
+    chat = path.endswith("/chat/completions")
+    if not chat and not path.endswith("/completions"):
+        return ""
+    for name in ("n",) if chat else ("n", "best_of"):
         value = request.get(name)
-        if value is not None and value != 1:
+        if value not in (None, 1, "1"):  # (the request model reads "1" as 1)
             return (
                 f"invalid request: {name}: pyspec serve answers one choice per request "
                 f"(got {value!r}); send the request again for another answer"

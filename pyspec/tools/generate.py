@@ -24,11 +24,14 @@ from pyspec.llama.options import SAMPLING_MODES
 TEMPLATED = ("<|im_start|>", "<start_of_turn>", "[INST]", "<|start_header_id|>", "<|user|>")
 
 
-def number_in(kind: type, low=None, high=None, *, above: bool = False, also=(), what: str = ""):
+def number_in(
+    kind: type, low=None, high=None, *, above: bool = False, below: bool = False, also=(), what=""
+):
     """An argparse type: a ``kind`` (int or float) in [low, high] (``above``: low itself
-    excluded), or one of ``also``; ``what`` says what the range means. Why: values out of
-    range ran silently (``-n -5`` to the context's end, ``--top-p 7`` as 1), where the same
-    value given to ``pyspec.SamplingParams`` raises (session 48's walk on a fresh clone)."""
+    excluded; ``below``: high itself excluded), or one of ``also``; ``what`` says what the
+    range means. Why: values out of range ran silently (``-n -5`` to the context's end,
+    ``--top-p 7`` as 1), where the same value given to ``pyspec.SamplingParams`` raises
+    (session 48's walk on a fresh clone)."""
 
     def parse(text: str):
         try:
@@ -39,7 +42,7 @@ def number_in(kind: type, low=None, high=None, *, above: bool = False, also=(), 
         if value in also:
             return value
         too_low = low is not None and (value <= low if above else value < low)
-        too_high = high is not None and value > high
+        too_high = high is not None and (value >= high if below else value > high)
         if too_low or too_high or value != value or value in (float("inf"), float("-inf")):
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what}")
         return value
@@ -97,7 +100,9 @@ def add_generation_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_DRAFT_MAX,
     )
     p.add_argument("--draft-min", type=number_in(int, 0, what="0 or more"), default=0)
-    p.add_argument("--draft-p-min", type=number_in(float, 0.0, 1.0, what="in [0, 1]"), default=0.0)
+    p.add_argument(
+        "--draft-p-min", type=number_in(float, 0.0, 1.0, below=True, what="in [0, 1)"), default=0.0
+    )
     p.add_argument("--fixed-draft", action="store_true", help="always draft --draft-max tokens")
     p.add_argument(
         "--no-calibrate",

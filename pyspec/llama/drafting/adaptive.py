@@ -612,11 +612,17 @@ class DraftLengthController:
         return self.expected_tokens(k, bucket, kinds) / cost
 
     def _verifying_is_cheaper(self) -> bool:
-        """Whether a pass over the last token and one draft costs no more than a plain pass
-        over the last token alone, as the cost model believes: then a free draft is worth
-        verifying however unsure the target was (llama.cpp's AMX kernels on one thread:
-        costs.MIN_RATIO), and the unsure rule holds nothing back."""
-        return self.costs.predict(2) <= self.costs.predict(1)
+        """Whether a pass over the last token and one draft costs less than a plain pass over
+        the last token alone: then a free draft is worth verifying however unsure the target
+        was (llama.cpp's AMX kernels on one thread: costs.MIN_RATIO), and the unsure rule
+        holds nothing back. Believed only from a calibrated shape (measured at every size,
+        where no envelope hides a dip) once a one-token pass has been timed here: a
+        monotone envelope makes a guessed dip a tie, and before any one-token pass the curve
+        has no unit."""
+        costs = self.costs
+        if not costs.calibrated_up_to(2) or costs.per_token() is None:
+            return False
+        return costs.predict(2) < costs.predict(1)
 
     def choose_free(
         self, draft, confidence: Optional[float] = None, remaining: Optional[int] = None

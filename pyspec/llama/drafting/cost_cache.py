@@ -131,7 +131,7 @@ def read_shape(path: Path):
         calibrated = _calibrated_by(json.loads(text)) == CALIBRATION_STATISTIC
     except (OSError, ValueError) as exc:
         return None, False, f"unreadable ({exc})"
-    problem = validate_ratios(ratios)
+    problem = validate_ratios(ratios, calibrated)
     return (None, False, problem) if problem else (ratios, calibrated, "")
 
 
@@ -172,9 +172,9 @@ def save_ratios(path: Optional[Path], ratios: dict, calibrated: bool = False) ->
     kept only for a shape with every size from 2, and a calibrated file is never replaced
     by a shape that is not (a process started with ``--no-calibrate``, or whose live passes
     dropped the calibrated prior, must not undo another's calibration)."""
-    if path is None or not ratios or validate_ratios(ratios):
-        return
     calibrated = calibrated and every_size_from_2(ratios)
+    if path is None or not ratios or validate_ratios(ratios, calibrated):
+        return
     if not calibrated and path.is_file() and read_shape(path)[1]:
         return
     try:

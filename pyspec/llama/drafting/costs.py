@@ -55,13 +55,17 @@ MAX_SIZE = 4096
 SCALE_PSEUDO = 1.0  # passes' worth of belief in the prior's own scale (BatchCosts._scale)
 MIN_EXTRA = 0.02  # a batch costs at least this much over one token (noise can say less)
 MAX_DIP = 2.0  # a shape may have a batch cost down to 1/MAX_DIP of a smaller one
-# The least a batch of 2 or more may cost over one token. Below 1 is real: llama.cpp's AMX
+# The least a batch of 2 or more may cost over one token in a shape measured at every size by
+# calibrate() (calibration.py); a shape pieced together from live passes keeps
+# LIVE_MIN_RATIO (a one-token pass timed under a passing load made them look cheap). Below 1 is
+# real: llama.cpp's AMX
 # kernels take a batch of 2 or more in AMX tiles, and one token through an AVX-512 VNNI
 # path, which on one thread is the slower: on the AMX Xeon (family 6, model 167, one thread)
 # a batch of 2 measured 0.72x one token for Qwen2.5-Coder 0.5B and 0.77x for Gemma 3 270M,
 # 4 tokens 0.83-0.90x (session 49; the 1.5B: 1.04x). Half a token is not: a one-token pass
 # timed under a load that then went.
 MIN_RATIO = 0.5
+LIVE_MIN_RATIO = 0.8
 
 
 def default_prior(n: int) -> float:
@@ -98,22 +102,24 @@ def ratios_from(shape) -> tuple:
     return ratios, ""
 
 
-def validate_ratios(ratios: dict) -> str:
+def validate_ratios(ratios: dict, calibrated: bool = False) -> str:
     """Why a batch-cost shape (n -> cost(n) / cost(1)) is implausible ('' when it is fine):
-    sizes in [2, MAX_SIZE], finite, at least MIN_RATIO of one token and at most about n tokens
+    sizes in [2, MAX_SIZE], finite, at least MIN_RATIO of one token (``calibrated``: measured at
+    every size by calibrate(); LIVE_MIN_RATIO otherwise) and at most about n tokens
     (a batch of n that costs 50x one token was measured under load, not by batching), and
     no batch below half of a smaller one (kernels dip, by 30% at 16 tokens on a Zen 4; a
     shape that dips further was measured while a load came and went)."""
     if not ratios:
         return "no batch sizes"
+    floor = MIN_RATIO if calibrated else LIVE_MIN_RATIO
     for n, r in ratios.items():
         if not isinstance(n, int) or not 2 <= n <= MAX_SIZE:
             return f"batch size {n!r} outside [2, {MAX_SIZE}]"
         if not isinstance(r, (int, float)) or not math.isfinite(r):
             return f"batch size {n}: cost {r!r} is not a finite number"
-        if not MIN_RATIO <= r <= 1.5 * n + 1:
+        if not floor <= r <= 1.5 * n + 1:
             return (
-                f"batch size {n} costs {r:.3g}x one token, outside [{MIN_RATIO:g}, "
+                f"batch size {n} costs {r:.3g}x one token, outside [{floor:g}, "
                 f"{1.5 * n + 1:g}] (measured under load?)"
             )
     dearest = 0.0
