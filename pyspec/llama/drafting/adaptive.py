@@ -83,9 +83,9 @@ DEFAULT_DRAFT_MAX = 64
 # per row they cost 0.2 ms a round on this Zen 4, about the 0.7% the rule gains on its curve,
 # so it waited (session 20) for the verifier to give them from its own pass (top_probs: 0.05
 # ms a round, session 21; docs/drafting.md).
-# Where a pass over the last token and one draft costs no more than a plain pass (llama.cpp's
-# AMX kernels on one thread, costs.MIN_RATIO), nothing is held back: a plain round is then
-# the dearest choice (session 49, docs/drafting.md).
+# Where a calibrated shape says a pass over the last token and one draft costs less than a
+# plain pass (llama.cpp's AMX kernels on one thread, costs.MIN_RATIO), nothing is held back:
+# a plain round is then the dearest choice (session 49, docs/drafting.md).
 UNSURE_BELOW = 0.3
 UNSURE_WINDOW = 4
 # The sure-copy rule (DraftLengthController.sure_above; the loop turns it on beside the unsure
