@@ -268,7 +268,10 @@ def _run_suite(bench_dir: Path, name: str, out: Path, started: float, budget_s: 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="pyspec bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pyspec bench",
+        description=__doc__.splitlines()[0].replace("``", ""),
+    )
     parser.add_argument(
         "suites",
         nargs="*",
@@ -279,12 +282,16 @@ def main(argv=None) -> int:
         "--budget",
         type=float,
         default=10.0,
-        help="minutes; suites whose estimate no longer fits are skipped",
+        help="minutes (default: 10); suites whose estimate no longer fits are skipped",
     )
     parser.add_argument(
-        "--out", default="bench-results", help="directory for the JSON, logs and report.png"
+        "--out",
+        default="bench-results",
+        help="directory for the JSON, logs and report.png (default: bench-results)",
     )
-    parser.add_argument("--benchmarks", help="the benchmarks/ directory (default: ./benchmarks)")
+    parser.add_argument(
+        "--benchmarks", help="the benchmarks/ directory (default: ./benchmarks, or . inside it)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
     args = parser.parse_args(argv)
     unknown = [s for s in args.suites if s not in SUITES]
