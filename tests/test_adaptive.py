@@ -421,7 +421,7 @@ def test_nothing_is_held_back_where_verifying_a_draft_costs_less_than_a_plain_pa
     shape = {n: {2: 0.77}.get(n, 0.8 + 0.1 * (n - 2)) for n in range(2, 18)}
     cheap = DraftLengthController(0, 16, watch=WatchPolicy(shadowed=True))
     cheap.use_cost_prior(shape, calibrated=True)  # (calibrate()'s: every size measured)
-    assert not cheap._verifying_is_cheaper()  # no one-token pass timed yet: no unit
+    assert not cheap.verifying_is_cheaper()  # no one-token pass timed yet: no unit
     for _ in range(WARMUP_PLAIN_ROUNDS):
         cheap.record_target(1, 1.0)
         cheap.choose(16, "copy", draft_cost=0.0)

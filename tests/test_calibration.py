@@ -280,3 +280,31 @@ def test_costs_at_several_depths_are_measured_each_against_its_own_one_token_pas
     with pytest.raises(ValueError, match="more than the decoder's 100"):
         calibration.measure_at_depths(decoder, [5], [1, 101], [64])
     assert decoder.passes_seen[-1] == (300, 9)  # (the refused calls measured nothing)
+
+
+FREE_TEXT = "The history of the Roman empire"  # (base model: little to copy early on)
+
+
+@pytest.mark.parametrize("batch_of_two", [0.75, 1.5])
+def test_a_filler_is_verified_only_where_a_draft_costs_less_than_a_plain_pass(
+    gemma_path, tmp_path, monkeypatch, batch_noise, batch_of_two
+):
+    """A round with nothing to draft verifies a filler token where the calibrated shape says
+    a pass over two tokens costs less than one over one (llama.cpp's AMX kernels on one
+    thread, session 49); elsewhere it stays plain. The text is the target's either way."""
+    monkeypatch.setenv("PYSPEC_CACHE", str(tmp_path))
+    llm = SpeculativeLlama(gemma_path, draft="lookup", draft_max=8, memory=False, **KW)
+    # (live passes correct the shape: on this machine's real costs the filler stops once
+    # they outweigh it; the first rounds follow the shape)
+    llm.use_calibration({n: batch_of_two if n == 2 else 0.5 + 0.25 * n for n in range(2, 10)})
+    text = llm.create_completion(FREE_TEXT, max_tokens=32, temperature=0.0)["choices"][0]["text"]
+    fillers = "filler" in llm.speculation.last.cost_model
+    assert fillers == (batch_of_two < 1), llm.speculation.last.cost_model
+    plain = llama_cpp.Llama(gemma_path, **KW)
+    reference = plain.create_completion(FREE_TEXT, max_tokens=32, temperature=0.0)
+    prompt = plain.tokenize(FREE_TEXT.encode(), special=True)
+    compare_texts(
+        plain, prompt, reference["choices"][0]["text"], text, batch_noise(gemma_path).tie_bound
+    )
+    plain.close()
+    llm.close()

@@ -36,7 +36,7 @@ from pyspec.llama.drafting.adaptive import (
     UNSURE_WINDOW,
     DraftLengthController,
 )
-from pyspec.llama.drafting.base import Draft
+from pyspec.llama.drafting.base import Draft, filler_draft
 from pyspec.llama.drafting.calibration import CONTEXT_TOKENS as CALIBRATION_CONTEXT
 from pyspec.llama.drafting.calibration import PASSES as CALIBRATION_PASSES
 from pyspec.llama.drafting.calibration import TEXT as CALIBRATION_TEXT
@@ -601,6 +601,8 @@ class Speculation:
                 )
             else:
                 draft = drafter.draft(np.asarray(context), limit, params, len(context))
+            if not draft.tokens and limit and controller.verifying_is_cheaper():
+                draft = filler_draft(context)  # (verified for less than a plain pass)
             # (room + 1: the tokens the request may still emit, its last from the last pass)
             k = controller.choose_free(draft, confidence, remaining=room + 1)
             held_back, sure_copy = controller.held_back, controller.sure_copy

@@ -611,7 +611,7 @@ class DraftLengthController:
         cost = self.predicted_target(k + 1) + k * per_token + (self.overhead if k else 0.0)
         return self.expected_tokens(k, bucket, kinds) / cost
 
-    def _verifying_is_cheaper(self) -> bool:
+    def verifying_is_cheaper(self) -> bool:
         """Whether a pass over the last token and one draft costs less than a plain pass over
         the last token alone: then a free draft is worth verifying however unsure the target
         was (llama.cpp's AMX kernels on one thread: costs.MIN_RATIO), and the unsure rule
@@ -687,7 +687,7 @@ class DraftLengthController:
             and self.allow_zero
             and not self.fixed
             and limit > 0
-            and not (draft_cost == 0.0 and self._verifying_is_cheaper())
+            and not (draft_cost == 0.0 and self.verifying_is_cheaper())
         ):
             self._held_back = True
             self.last_reason = (
