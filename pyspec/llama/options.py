@@ -83,10 +83,7 @@ class SpeculationOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral):
                 raise ArgumentTypeError(f"{name} must be a whole number, got {value!r}")
-        if isinstance(self.draft_p_min, bool) or not isinstance(self.draft_p_min, Real):
-            raise ArgumentTypeError(f"draft_p_min must be a number, got {self.draft_p_min!r}")
-        if not 0.0 <= self.draft_p_min < 1.0:
-            raise InvalidInputError(f"draft_p_min must be in [0, 1), got {self.draft_p_min!r}")
+        check_draft_p_min(self.draft_p_min, "draft_p_min")
         for name in ("adaptive", "reproducible"):
             if not isinstance(getattr(self, name), bool):
                 raise ArgumentTypeError(
@@ -99,6 +96,19 @@ class SpeculationOptions:
     @property
     def memory_tokens(self) -> int:
         return memory_size(self.memory)
+
+
+def check_draft_p_min(value, name: str = "p_min") -> None:
+    """A draft model's cut-off probability (llama.cpp's --draft-p-min): a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+    if not 0.0 <= value < 1.0:
+        raise InvalidInputError(f"{name} must be in [0, 1), got {value!r}")
+
+
+def names_a_file(draft) -> bool:
+    """Whether a drafter given to SpeculativeLlama is a path (of a GGUF draft model)."""
+    return isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__")
 
 
 def check_keywords(given, who: str, *signatures) -> None:
@@ -128,7 +138,7 @@ def check_draft_files(draft) -> None:
     for one in draft if isinstance(draft, (list, tuple)) else [draft]:
         if isinstance(one, str) and one == "lookup":
             continue
-        if isinstance(one, (str, bytes)) or hasattr(one, "__fspath__"):
+        if names_a_file(one):
             path = os.fsdecode(os.fspath(one))
             if not os.path.isfile(path):
                 why = "is a directory" if os.path.isdir(path) else "no such file"

@@ -42,16 +42,17 @@ def _error_body(message: str, code=None) -> bytes:
 
 def _problem(path: str, request) -> dict:
     """The error body's fields for a request the route would answer badly ({} for none)."""
-    problem = (
-        _choices_problem(path, request)
-        or _chat_problem(path, request)
-        or _stream_grammar_problem(request)
-    )
+    problem = _choices_problem(path, request) or _chat_problem(path, request)
     if problem:
         return {"message": problem}
-    llama = _loaded_model(request) if isinstance(request, dict) else None
+    if not isinstance(request, dict) or not request.get("stream"):
+        return {}  # (the route answers the rest before anything is sent)
+    llama = _loaded_model(request)  # (once, for both checks of a stream)
     if llama is None:
         return {}
+    problem = _stream_grammar_problem(request, llama)
+    if problem:
+        return {"message": problem}
     return _stream_context_problem(
         request,
         lambda text: len(llama.tokenize(text.encode(), add_bos=False, special=False)),
@@ -121,11 +122,9 @@ def _prompt_texts(request: dict) -> list:
     return [t for t in texts if isinstance(t, str)]
 
 
-def _stream_context_problem(request, count_tokens, n_ctx: int) -> dict:
+def _stream_context_problem(request: dict, count_tokens, n_ctx: int) -> dict:
     """The error body's fields when a streamed request's prompt texts alone take the whole
     context ({} otherwise). ``count_tokens(text)``: the model's token count of a text."""
-    if not isinstance(request, dict) or not request.get("stream"):
-        return {}
     texts = _prompt_texts(request)
     if sum(len(t.encode()) for t in texts) < n_ctx:  # (a token holds a byte at least)
         return {}
@@ -140,23 +139,16 @@ def _stream_context_problem(request, count_tokens, n_ctx: int) -> dict:
     }
 
 
-def _stream_grammar_problem(request) -> str:
-    """Why a streamed request's grammar cannot be used ('' when it can, or when the request
-    is for a model other than the loaded one)."""
-    if (
-        not isinstance(request, dict)
-        or not request.get("stream")
-        or not isinstance(request.get("grammar"), str)
-    ):
+def _stream_grammar_problem(request: dict, llama) -> str:
+    """Why a streamed request's grammar cannot be used with the loaded ``llama`` ('' when
+    it can, or when it has none)."""
+    if not isinstance(request.get("grammar"), str):
         return ""
     import llama_cpp
 
     from pyspec.errors import InvalidRequestError
     from pyspec.llama.model import check_grammar
 
-    llama = _loaded_model(request)
-    if llama is None:
-        return ""
     try:
         check_grammar(llama, llama_cpp.LlamaGrammar.from_string(request["grammar"], verbose=False))
     except InvalidRequestError as exc:

@@ -8,9 +8,9 @@ from typing import Optional
 
 import numpy as np
 
-from pyspec.errors import InvalidInputError
 from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
 from pyspec.llama.huge_pages import HugePages, into_huge_pages
+from pyspec.llama.options import check_draft_p_min
 from pyspec.llama.prefix_reuse import PrefixReuse
 from pyspec.params import SamplingParams
 from pyspec.request import LogitsPointer, SparseDraftProbs
@@ -60,8 +60,7 @@ class DraftModel(Drafter):
     ):
         import llama_cpp
 
-        if not 0.0 <= p_min < 1.0:
-            raise InvalidInputError(f"p_min must be in [0, 1), got {p_min}")
+        check_draft_p_min(p_min)
         if isinstance(model, llama_cpp.Llama):
             self.llama = model
             self._owned = False

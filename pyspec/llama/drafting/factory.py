@@ -11,6 +11,7 @@ from pyspec.llama.drafting.callable import CallableDrafter
 from pyspec.llama.drafting.combined import CombinedDrafter
 from pyspec.llama.drafting.draft_model import DraftModel
 from pyspec.llama.drafting.lookup import PromptLookup
+from pyspec.llama.options import names_a_file
 
 
 def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
@@ -41,7 +42,7 @@ def make_drafter(draft, target: llama_cpp.Llama, draft_p_min: float) -> Drafter:
         draft.read_with(target_text(target))
     if isinstance(draft, Drafter):
         drafter = draft
-    elif isinstance(draft, (str, bytes)) or hasattr(draft, "__fspath__"):
+    elif names_a_file(draft):
         drafter = DraftModel(
             draft,
             p_min=draft_p_min,
