@@ -7,13 +7,23 @@ sampling and draws the corrective or bonus token, in one pass per vocabulary-wid
 
 from pyspec._native.ffi import lib as _lib
 from pyspec.errors import (
+    AmxFixError,
+    ArgumentTypeError,
     CapacityError,
+    ClosedError,
+    CudaUnavailableError,
     DraftProbsError,
+    GraphSamplerUnavailable,
     InvalidInputError,
     InvalidRequestError,
+    LlamaBuildError,
+    LlamaNotInstalledError,
     LogitsError,
     PyspecError,
     PyspecRuntimeError,
+    UnsafeLlamaBuildError,
+    UsageError,
+    VocabularyMismatchError,
 )
 from pyspec.params import SamplingParams
 from pyspec.request import LogitsPointer, RowLogprobs, SparseDraftProbs, VerifyRequest, VerifyResult
@@ -43,14 +53,26 @@ HAS_CUDA = bool(_lib.pyspec_has_cuda())
 from pyspec import cuda  # noqa: E402  (the CUDA back end; imports no GPU library)
 from pyspec.cuda import cuda_available  # noqa: E402
 
+# Every exception class of pyspec/errors.py, so that a caller catches any of them as
+# pyspec.<Name> (a closed SpeculativeLlama's ClosedError as well as a bad row's LogitsError).
 __all__ = [
+    "AmxFixError",
+    "ArgumentTypeError",
     "CapacityError",
+    "ClosedError",
+    "CudaUnavailableError",
     "DraftProbsError",
-    "LogitsError",
-    "PyspecError",
+    "GraphSamplerUnavailable",
     "InvalidInputError",
     "InvalidRequestError",
+    "LlamaBuildError",
+    "LlamaNotInstalledError",
+    "LogitsError",
+    "PyspecError",
     "PyspecRuntimeError",
+    "UnsafeLlamaBuildError",
+    "UsageError",
+    "VocabularyMismatchError",
     "Purpose",
     "SamplingParams",
     "SparseDraftProbs",

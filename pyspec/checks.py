@@ -175,9 +175,12 @@ def logits_rows(
         )
     code = LOGIT_CODES.get(view.dtype)
     if code is None:
+        # numpy makes float64 of a Python list of floats: the likeliest way to get here
+        listed = " (a Python list of floats becomes float64)" if view.dtype == "float64" else ""
         raise InvalidInputError(
-            f"{name} must be float32, float16 or bfloat16, got {view.dtype} (no "
-            "up-cast copy is made; convert it yourself if that is what you want)",
+            f"{name} must be float32, float16 or bfloat16, got {view.dtype}{listed}; no "
+            "copy is made to convert it: pass np.asarray(x, dtype=np.float32) if that is "
+            "what you want",
             Status.DTYPE,
         )
     if n_rows is not None and shape[0] != n_rows:

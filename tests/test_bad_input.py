@@ -59,6 +59,15 @@ def test_wrong_dtype_is_rejected_without_conversion(rows, dtype):
         pyspec.verify(rows.astype(dtype), [1, 2])
 
 
+def test_a_list_of_floats_is_told_how_to_convert(rows):
+    # numpy makes float64 of a list: the message says so and names the conversion
+    with pytest.raises(PyspecError, match=r"list of floats becomes float64.*np.asarray"):
+        pyspec.verify(rows.tolist(), [1, 2])
+    with pytest.raises(PyspecError, match="got int32; no copy") as info:
+        pyspec.verify(rows.astype(np.int32), [1, 2])
+    assert "list of floats" not in str(info.value)
+
+
 def test_shape_and_layout_errors(rows):
     with pytest.raises(PyspecError, match="has 3 rows; it needs n_draft \\+ 1 = 2"):
         pyspec.verify(rows, [1])

@@ -65,6 +65,18 @@ def test_names_stay_importable_where_they_were():
     assert pyspec.InvalidInputError is errors.InvalidInputError
 
 
+def test_every_class_is_exported_from_the_top_level():
+    # A caller catches what pyspec raises as pyspec.<Name>, without knowing which module
+    # raised it: pyspec.ClosedError after close(), pyspec.LlamaBuildError from install-llama.
+    classes = {
+        name
+        for name, v in vars(errors).items()
+        if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == errors.__name__
+    }
+    assert classes <= set(pyspec.__all__), sorted(classes - set(pyspec.__all__))
+    assert all(getattr(pyspec, name) is getattr(errors, name) for name in classes)
+
+
 def test_refused_values_are_invalid_input_and_still_value_errors():
     from pyspec.llama.options import check_draft_range, memory_size
 

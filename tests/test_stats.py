@@ -56,3 +56,22 @@ def test_tokens_per_step_of_a_running_total_counts_no_first_token():
         assert one.tokens_per_verify_step == 1.0
         total.add(one)
     assert total.tokens_per_verify_step == 1.0 and total.plain_steps == 96
+
+
+def test_server_metrics_rate_is_the_answers_own_rate():
+    # /metrics' generation rate over two answers is their rounds' tokens over the rounds'
+    # time, as each answer's decode_tokens_per_second, not over draft + target + verify time
+    from pyspec.serve.metrics import Metrics
+
+    metrics = Metrics()
+    for _ in range(2):
+        one = SpeculationStats(drafter="lookup", emitted=10)
+        for r in _rounds():
+            one.add_round(r)
+        metrics.add("m", one)
+    line = next(
+        x
+        for x in metrics.prometheus_text().splitlines()
+        if x.startswith('pyspec_generation_tokens_per_second{model="m"}')
+    )
+    assert abs(float(line.split()[-1]) - 18 / 0.48) < 1e-6

@@ -3,8 +3,9 @@
 Counters per model (label ``model``: its alias, or path): requests (speculative or fallback,
 and fallbacks by reason), emitted, drafted and accepted tokens, verify and plain steps, and
 seconds by phase; gauges computed from them: acceptance rate and generation tokens/s (tokens
-after each answer's first over draft + target + verify time; fallback requests, which run
-llama-cpp-python's own loop, are counted but not timed).
+after each answer's first over the time of the rounds that emitted them, as each answer's
+``decode_tokens_per_second``; fallback requests, which run llama-cpp-python's own loop, are
+counted but not timed).
 """
 
 from __future__ import annotations
@@ -156,14 +157,13 @@ class Metrics:
             per_model(lambda n, t: t.acceptance_rate),
         )
 
-        def rate(n, t):
-            seconds = t.draft_seconds + t.target_seconds + t.verify_seconds
-            return (t.emitted - n) / seconds if seconds > 0 else 0.0
-
+        # The same rate as each answer's "pyspec" field (decode_tokens_per_second): the rounds
+        # after each prompt's, over their own time. Draft + target + verify time left out the
+        # loop's bookkeeping, so the two disagreed on one answer.
         metric(
             "generation_tokens_per_second",
             "gauge",
-            "Tokens after each answer's first, per second of draft + target + verify time.",
-            per_model(rate),
+            "Tokens after each answer's first, per second of the rounds that emitted them.",
+            per_model(lambda n, t: t.decode_rate),
         )
         return "\n".join(out) + "\n"
