@@ -1807,6 +1807,9 @@ SECTIONS = {
         ("draftless-family6-model167-thp-always-2",),
         draftless_table,
     ),
+    # The Zen 5 EPYC (family 26, model 2: AVX-512, no AMX), session 50, main's code of
+    # session 49: the usual 24 chats and the edits.
+    "draftless-table-family26-model2": (("draftless-family26-model2",), draftless_table),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
@@ -1823,6 +1826,7 @@ SECTIONS = {
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
     "plain-stretch": (("plain-stretch",), plain_stretch),
     "plain-stretch-family6-model167": (("plain-stretch-family6-model167",), plain_stretch),
+    "plain-stretch-family26-model2": (("plain-stretch-family26-model2",), plain_stretch),
     # The same after the weights went into 2 MB pages (pyspec/llama/huge_pages.py).
     "plain-stretch-family6-model167-huge-pages": (
         ("plain-stretch-family6-model167-huge-pages",),
