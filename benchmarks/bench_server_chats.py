@@ -135,6 +135,9 @@ def ask(server: Server, messages: list) -> dict:
         if "pyspec" in fields:
             extra["drafted"] = fields["pyspec"]["drafted_tokens"]
             extra["accepted"] = fields["pyspec"]["accepted_tokens"]
+            # its rounds' own rate after the first token: the client's rate over it is what
+            # the streaming path (HTTP, the server's Python) costs, as llama-server's below
+            extra["server_rate"] = fields["pyspec"].get("decode_tokens_per_second")
         timings = fields.get("timings") or {}
         if "predicted_n" in timings:  # llama-server's: draft counts only where it drafted
             extra["drafted"] = timings.get("draft_n", 0)

@@ -82,7 +82,17 @@ def _with_stats(answer, stats_by_id: StatsById, streamed: bool):
     return {**answer, "pyspec": response_fields(stats)}
 
 
+# How llama_cpp.server's json.dumps writes a chunk that is not an answer's last. Within the
+# generated text a quote is escaped (\"), so these bytes can only be the key itself.
+_NOT_LAST = b'"finish_reason": null'
+
+
 def _sse_with_stats(body: bytes, stats_by_id: StatsById) -> bytes:
+    # Every streamed token passes here, in the event loop that also serves the stream and
+    # shares 2 cores with the decode: a chunk that cannot carry the field is not parsed (a
+    # JSON parse of each chunk was 13% of the loop's busy time on a Zen 5, session 50).
+    if _NOT_LAST in body and body.count(b"data: ") == 1:
+        return body
     lines = body.split(b"\n")
     for i, line in enumerate(lines):
         if not line.startswith(b"data: ") or line == b"data: [DONE]":
