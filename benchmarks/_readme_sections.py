@@ -1698,6 +1698,11 @@ SECTIONS = {
         ("server-chats-family6-model167-thp-always-2",),
         server_chats_table,
     ),
+    # The Zen 5 EPYC (family 26, model 2), session 50, THP at madvise.
+    "server-chats-table-family26-model2": (
+        ("server-chats-family26-model2",),
+        server_chats_table,
+    ),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
@@ -1821,6 +1826,11 @@ SECTIONS = {
     # The 0.5B draft model at fixed draft lengths on the AMX Xeon (session 43).
     "draft-lengths-table-family6-model167": (
         ("draft-lengths-family6-model167",),
+        draft_lengths_table,
+    ),
+    # The Zen 5 EPYC (family 26, model 2), session 50.
+    "draft-lengths-table-family26-model2": (
+        ("draft-lengths-family26-model2",),
         draft_lengths_table,
     ),
     "tree-outlook-table": (("tree-outlook",), tree_outlook_table),
