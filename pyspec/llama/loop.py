@@ -659,6 +659,12 @@ class Speculation:
         finally:
             self._finish_request(req)
 
+    @property
+    def tokens_ready(self) -> int:
+        """Tokens of the request under way that its last round decided and generate has not
+        yielded yet (0 between requests): asking for them decodes nothing."""
+        return self._active.ready if self._active is not None else 0
+
     def _start_request(
         self,
         tokens,
@@ -744,7 +750,9 @@ class Speculation:
                 )
             req.stats.emitted += 1
             req.context.append(tok)
+            req.ready = len(pending) - j - 1
             yield tok
+        req.ready = 0
         return True
 
     def _plan_round(self, req: Request) -> Plan:

@@ -49,6 +49,7 @@ from pyspec.llama.request import CompletionOptions, asking, current_options
 from pyspec.llama.runtime.build_info import build_features
 from pyspec.llama.runtime.guard import check_llama_build, system_info
 from pyspec.llama.sampling_args import fallback_reason, sampling_params_for
+from pyspec.llama.stream_chunks import coalesced_chunks
 
 log = logging.getLogger("pyspec")
 
@@ -205,14 +206,15 @@ class SpeculativeMethods:
 
     def _stream(self, result, options: CompletionOptions):
         """llama-cpp-python's stream runs (and checks logprobs) when iterated: each chunk runs
-        with this request's options, since another request may have run in between."""
+        with this request's options, since another request may have run in between. With
+        ``_pyspec_coalesce_stream`` (pyspec serve), the chunks of the tokens one round
+        decided go out as one chunk (``coalesced_chunks``)."""
         spec, stats = self.speculation, None
+        chunks = self._chunks(result, options)
+        if getattr(self, "_pyspec_coalesce_stream", False):
+            chunks = coalesced_chunks(chunks, lambda: spec.tokens_ready)
         try:
-            while True:
-                with self._completing(options):
-                    chunk = next(result, None)
-                if chunk is None:
-                    return
+            for chunk in chunks:
                 if stats is None:  # spec.last is this request's from its first token on
                     stats = spec.last
                     spec.answer_started(chunk["id"], stats)
@@ -221,6 +223,14 @@ class SpeculativeMethods:
             result.close()
             if stats is not None:  # (an abandoned stream ends when the next request starts)
                 spec.answer_ended(stats)
+
+    def _chunks(self, result, options: CompletionOptions):
+        while True:
+            with self._completing(options):
+                chunk = next(result, None)
+            if chunk is None:
+                return
+            yield chunk
 
     def _completion_with_own_logprobs(self, bound, options: CompletionOptions):
         """create_completion with ``logprobs=n`` answered by pyspec: llama-cpp-python runs the

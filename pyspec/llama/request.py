@@ -82,6 +82,9 @@ class Request:
     # that decided it, from the verifier's pass; a grammar's rows read raw on the host; with
     # the unsure rule on): ``confidence``.
     confidence: deque = field(default_factory=lambda: deque(maxlen=UNSURE_WINDOW))
+    # Tokens the last round decided that generate has not yielded yet: the next ones come
+    # without a decode (``Speculation.tokens_ready``).
+    ready: int = 0
 
     @property
     def n_prompt(self) -> int:

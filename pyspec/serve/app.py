@@ -85,6 +85,9 @@ class SpeculativeLlamaProxy(LlamaProxy):
         # loaded, calibrated and run on one thread: llama.cpp's OpenMP teams (compute_thread)
         llama = compute_thread.run(SpeculativeLlamaProxy._load, settings)
         move_to_compute_thread(llama)
+        # a round's tokens streamed as one chunk: llama_cpp.server's work per chunk shares
+        # the decode's cores (pyspec/llama/stream_chunks.py)
+        llama._pyspec_coalesce_stream = True
         return llama
 
     @staticmethod
