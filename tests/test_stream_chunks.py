@@ -12,16 +12,20 @@ def _chunk(text, finish=None, logprobs=None, cid="cmpl-1"):
     }
 
 
-def _run(chunks, ready_after):
-    """ready_after[i]: tokens ready once chunk i was handed out (what the loop would say)."""
+def _run(chunks, ready_after, rounds=None):
+    """ready_after[i]: tokens ready once chunk i was handed out (what the loop would say);
+    rounds[i]: the loop's rounds done by then (default: unchanged)."""
     handed = []
+    rounds = rounds or [0] * len(chunks)
 
     def source():
         for i, c in enumerate(chunks):
             handed.append(i)
             yield c
 
-    return list(coalesced_chunks(source(), lambda: ready_after[handed[-1]]))
+    return list(
+        coalesced_chunks(source(), lambda: ready_after[handed[-1]], lambda: rounds[handed[-1]])
+    )
 
 
 def test_a_rounds_chunks_become_one_and_a_decode_separates_them():
@@ -31,6 +35,14 @@ def test_a_rounds_chunks_become_one_and_a_decode_separates_them():
     assert [c["choices"][0]["text"] for c in out] == ["abc", "d", ""]
     assert out[-1]["choices"][0]["finish_reason"] == "length"
     assert all(c["choices"][0]["finish_reason"] is None for c in out[:-1])
+
+
+def test_a_chunk_of_the_next_round_is_not_merged_into_this_ones():
+    # round 1 decided "foo" "bar" "\n"; llama-cpp-python held "\n" back (it may start a
+    # stop string) and decoded round 2 to complete it: its chunk goes out apart
+    chunks = [_chunk("foo"), _chunk("bar"), _chunk("\nbaz"), _chunk("", "length")]
+    out = _run(chunks, [2, 1, 0, 0], rounds=[1, 1, 2, 2])
+    assert [c["choices"][0]["text"] for c in out] == ["foobar", "\nbaz", ""]
 
 
 def test_a_finishing_chunk_is_never_merged_and_nothing_waits_for_a_decode():

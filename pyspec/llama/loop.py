@@ -665,6 +665,13 @@ class Speculation:
         yielded yet (0 between requests): asking for them decodes nothing."""
         return self._active.ready if self._active is not None else 0
 
+    @property
+    def rounds_done(self) -> int:
+        """Decoding rounds of the request under way so far (-1 between requests): a chunk
+        made after this changed came of a new decode."""
+        req = self._active
+        return req.stats.verify_steps + req.stats.plain_steps if req is not None else -1
+
     def _start_request(
         self,
         tokens,

@@ -212,9 +212,10 @@ class SpeculativeMethods:
         spec, stats = self.speculation, None
         chunks = self._chunks(result, options)
         if getattr(self, "_pyspec_coalesce_stream", False):
-            chunks = coalesced_chunks(chunks, lambda: spec.tokens_ready)
+            chunks = coalesced_chunks(chunks, lambda: spec.tokens_ready, lambda: spec.rounds_done)
         try:
             for chunk in chunks:
+                # (the first chunk, merged or not, comes after the request has started)
                 if stats is None:  # spec.last is this request's from its first token on
                     stats = spec.last
                     spec.answer_started(chunk["id"], stats)

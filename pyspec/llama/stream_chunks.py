@@ -16,19 +16,27 @@ from typing import Callable, Iterator, Optional
 _LOGPROB_LISTS = ("tokens", "text_offset", "token_logprobs", "top_logprobs")
 
 
-def coalesced_chunks(chunks: Iterator[dict], tokens_ready: Callable[[], int]) -> Iterator[dict]:
-    """``chunks`` (completion chunks), those that follow one another without a decode merged:
-    while ``tokens_ready()`` says the round that made a chunk decided more tokens, the next
-    chunk is taken at once and its text (and logprobs) appended. A chunk with a finish
-    reason is never merged into (llama-cpp-python's chat conversion drops the text of such a
-    chunk), nor merged: it goes out as it came."""
+def coalesced_chunks(
+    chunks: Iterator[dict], tokens_ready: Callable[[], int], rounds_done: Callable[[], int]
+) -> Iterator[dict]:
+    """``chunks`` (completion chunks), those of one round merged: while ``tokens_ready()``
+    says the round that made a chunk decided more tokens, the next chunk is taken at once
+    and its text (and logprobs) appended. A chunk with a finish reason is never merged into
+    (llama-cpp-python's chat conversion drops the text of such a chunk), nor merged: it goes
+    out as it came. Nor is a chunk that came of a later round (``rounds_done()`` moved):
+    llama-cpp-python holds back text that may start a stop string (or ends inside a UTF-8
+    character) and decodes on to complete it, so such a chunk waits for the next round, as
+    it would unmerged, but carries none of that round's text with it."""
     it = iter(chunks)
     for chunk in it:
         while _finish_reason(chunk) is None and tokens_ready() > 0:
+            round_before = rounds_done()
             following = next(it, None)
             if following is None:
                 break
-            merged = None if _finish_reason(following) is not None else _merged(chunk, following)
+            merged = None
+            if _finish_reason(following) is None and rounds_done() == round_before:
+                merged = _merged(chunk, following)
             if merged is None:
                 yield chunk
                 chunk = following

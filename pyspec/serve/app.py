@@ -86,8 +86,10 @@ class SpeculativeLlamaProxy(LlamaProxy):
         llama = compute_thread.run(SpeculativeLlamaProxy._load, settings)
         move_to_compute_thread(llama)
         # a round's tokens streamed as one chunk: llama_cpp.server's work per chunk shares
-        # the decode's cores (pyspec/llama/stream_chunks.py)
-        llama._pyspec_coalesce_stream = True
+        # the decode's cores (pyspec/llama/stream_chunks.py). Not for the functionary chat
+        # handlers, whose streams look for a "\n" chunk of its own, token by token.
+        chat_format = str(getattr(settings, "chat_format", None) or "")
+        llama._pyspec_coalesce_stream = not chat_format.startswith("functionary")
         return llama
 
     @staticmethod
