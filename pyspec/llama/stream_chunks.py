@@ -25,8 +25,9 @@ def coalesced_chunks(
     (llama-cpp-python's chat conversion drops the text of such a chunk), nor merged: it goes
     out as it came. Nor is a chunk that came of a later round (``rounds_done()`` moved):
     llama-cpp-python holds back text that may start a stop string (or ends inside a UTF-8
-    character) and decodes on to complete it, so such a chunk waits for the next round, as
-    it would unmerged, but carries none of that round's text with it."""
+    character) and decodes on to complete it. The merged chunk before it then goes out
+    after that decode, one round later than its pieces would have (the held-back text
+    waits for it either way), and apart from that round's text."""
     it = iter(chunks)
     for chunk in it:
         while _finish_reason(chunk) is None and tokens_ready() > 0:
