@@ -1703,6 +1703,11 @@ SECTIONS = {
         ("server-chats-family26-model2",),
         server_chats_table,
     ),
+    # The same Zen 5 after pyspec serve streams one chunk per round (session 50, a09913c).
+    "server-chats-table-family26-model2-chunks": (
+        ("server-chats-family26-model2-chunks",),
+        server_chats_table,
+    ),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
