@@ -670,7 +670,7 @@ class Speculation:
         """Decoding rounds of the request under way so far (-1 between requests): a chunk
         made after this changed came of a new decode."""
         req = self._active
-        return req.stats.verify_steps + req.stats.plain_steps if req is not None else -1
+        return req.stats.steps if req is not None else -1
 
     def _start_request(
         self,

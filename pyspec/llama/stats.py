@@ -93,8 +93,12 @@ class SpeculationStats:
         """Mean tokens per target forward pass after the prompt: what those rounds decided
         (emitted - 1 for one request until session 49, which over a running total counted
         every request's first token but one)."""
-        steps = self.verify_steps + self.plain_steps
-        return self.round_tokens / steps if steps else 0.0
+        return self.round_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def steps(self) -> int:
+        """Target forward passes after the prompt's: the rounds, with drafts or without."""
+        return self.verify_steps + self.plain_steps
 
     @property
     def decode_rate(self) -> float:

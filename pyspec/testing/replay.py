@@ -164,7 +164,7 @@ def replay_lookup(
                 emitted = min(node + rescued + 1, len(output) - i)
         cost = batch_cost(costs, k + 1)
         spent += batch_cost(costs, k + 1 + len(extra))
-        observed = cost * (timing(stats.verify_steps + stats.plain_steps, k + 1) if timing else 1.0)
+        observed = cost * (timing(stats.steps, k + 1) if timing else 1.0)
         r = Round(
             bucket=draft.bucket,
             offered=k,

@@ -304,7 +304,7 @@ def declined_draft_hint(spec, stats) -> str:
     from pyspec.llama.drafting.draft_model import DraftModel
 
     ctl = spec.costly_controller
-    steps = stats.verify_steps + stats.plain_steps
+    steps = stats.steps
     if (
         not isinstance(spec.costly_drafter, DraftModel)
         or spec.free_drafter is not None
