@@ -1828,6 +1828,8 @@ SECTIONS = {
         ("draft-peer-family6-model167-later-rules",),
         draft_peer_table,
     ),
+    # The Zen 5 EPYC (family 26, model 2: AVX-512, no AMX), session 51.
+    "draft-peer-table-family26-model2": (("draft-peer-family26-model2",), draft_peer_table),
     # The 0.5B draft model at fixed draft lengths on the AMX Xeon (session 43).
     "draft-lengths-table-family6-model167": (
         ("draft-lengths-family6-model167",),
