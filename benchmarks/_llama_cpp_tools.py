@@ -24,6 +24,7 @@ from pathlib import Path
 from _cpp_request_time import request_seconds
 
 from pyspec.cache import cache_dir as cache_root
+from pyspec.llama.runtime import q4k_kernel
 from pyspec.tools import install_llama as llama_build
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
@@ -52,6 +53,12 @@ def tools_dir(cmake_args: list, targets: tuple = TARGETS) -> Path:
                 "args": cmake_args,
                 "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
                 "targets": targets,
+                # (present only where it applies: other builds keep their directories)
+                **(
+                    {"q4k_kernel": q4k_kernel.KERNEL_VERSION}
+                    if q4k_kernel.applies_to(cmake_args)
+                    else {}
+                ),
             }
         ).encode()
     ).hexdigest()[:16]
@@ -66,11 +73,12 @@ def _log(message: str) -> None:
     print(f"llama-tools: {message}", file=sys.stderr, flush=True)
 
 
-def _source(directory: Path, amx: bool) -> Path:
+def _source(directory: Path, amx: bool, kernel: bool) -> Path:
     # The sdist install-llama keeps (an AMX build downloads it; a build from pip does not,
     # so it is downloaded here the first time, into the same place).
     sdist = llama_build.download_sdist(llama_build.sdist_dir(cache_root() / "llama-build"))
-    return llama_build.unpack_sdist(sdist, directory, amx_fix=amx) / "vendor" / "llama.cpp"
+    tree = llama_build.unpack_sdist(sdist, directory, amx_fix=amx, q4k_kernel=kernel)
+    return tree / "vendor" / "llama.cpp"
 
 
 def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
@@ -83,7 +91,9 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
         raise ToolsUnavailable("cmake is not on PATH")
     directory.mkdir(parents=True, exist_ok=True)
     amx = llama_build.amx_enabled(cmake_args)
-    tree = _source(directory, amx)
+    # The same patches as the wheel's: the C++ peer must be the same build.
+    kernel = q4k_kernel.applies_to(cmake_args)
+    tree = _source(directory, amx, kernel)
     build = directory / "build"
     configure = [
         "cmake",
@@ -116,7 +126,7 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
         if done.returncode != 0:
             raise ToolsUnavailable(f"failed ({done.returncode}): {' '.join(cmd)}")
     (directory / "tools.json").write_text(
-        json.dumps({"cmake_args": cmake_args, "amx_fix": amx}, indent=1)
+        json.dumps({"cmake_args": cmake_args, "amx_fix": amx, "q4k_kernel": kernel}, indent=1)
     )
     shutil.rmtree(directory / "src", ignore_errors=True)
     return directory

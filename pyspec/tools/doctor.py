@@ -59,6 +59,7 @@ def check_llama(report: Report) -> None:
         cpu_flags,
         installed_amx_fix,
         installed_build,
+        installed_q4k_kernel,
         probe_installed,
     )
 
@@ -105,6 +106,16 @@ def check_llama(report: Report) -> None:
             f"on, with pyspec's tile-config fix (version {fix})"
             if fix
             else "compiled in; this CPU reports no AMX, so it never runs",
+        )
+    kernel = installed_q4k_kernel()
+    if kernel or {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
+        report.add(
+            OK if kernel else WARN,
+            "pyspec's Q4_K kernel",
+            f"in (version {kernel}): verify passes over 2-16 tokens of Q4_K weights run through it"
+            if kernel
+            else "not in this build, although this CPU has AVX-512 VNNI: its verify passes "
+            "cost more than they need to; `python3 -m pyspec install-llama` builds it in",
         )
     build = installed_build()
     if build is not None:

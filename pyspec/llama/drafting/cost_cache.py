@@ -20,6 +20,7 @@ believes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -82,9 +83,21 @@ def cost_cache_file(llama) -> Optional[Path]:
         format=FORMAT,
         # The build's kernels (AMX or not, repacking) shape the curve more than anything.
         build=_system_info(llama_cpp),
+        # pyspec's own Q4_K kernel changes the curve without changing the system info.
+        **_q4k_kernel(),
     )
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir() / "costs" / f"{Path(model['model']).stem}-{digest}.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _q4k_kernel() -> dict:
+    """{"q4k_kernel": version} where the installed build has pyspec's Q4_K kernel, else {}
+    (so the keys of other builds stay what they were). Read once per process."""
+    from pyspec.llama.runtime.build_info import installed_q4k_kernel
+
+    version = installed_q4k_kernel()
+    return {"q4k_kernel": version} if version else {}
 
 
 def _system_info(llama_cpp) -> str:

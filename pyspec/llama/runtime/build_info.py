@@ -79,3 +79,11 @@ def installed_amx_fix() -> int:
     # The wheel carries the same library under several names (.so, .so.0, .so.0.x.y): the
     # first that has the marker answers, so a fixed build is read once, not three times.
     return next((v for v in map(fix_version_in, installed_cpu_libraries()) if v), 0)
+
+
+def installed_q4k_kernel() -> int:
+    """The version of pyspec's Q4_K kernel compiled into the installed llama-cpp-python (0:
+    none: an AVX2 build, or one not made by ``pyspec install-llama``), read from its library."""
+    from pyspec.llama.runtime.q4k_kernel import kernel_version_in
+
+    return next((v for v in map(kernel_version_in, installed_cpu_libraries()) if v), 0)

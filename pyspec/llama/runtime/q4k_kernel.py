@@ -1,0 +1,131 @@
+"""pyspec's Q4_K kernel for AVX-512 VNNI builds, added to llama-cpp-python's vendored llama.cpp.
+
+Why: on the AMD EPYCs (Zen 4, Zen 5: AVX-512 with VNNI, no AMX) a verify pass over 2 tokens
+cost 1.64x one token and over 4 tokens 2.6x (docs/drafting.md, "Where a Zen 5's verify pass
+goes"). One token's pass waits on memory; every further token is arithmetic in llama.cpp's
+AVX2 kernels for the repacked Q4_K weights (``ggml_gemv_q4_K_8x8_q8_K`` once per token for
+the 1-3 tokens past a multiple of 4, ``ggml_gemm_q4_K_8x8_q8_K`` for groups of 4, which costs
+2.95x one GEMV). ``pyspec_q4k_vnni.h`` (next to this file) multiplies the same repacked
+blocks by 1-4 token rows at once with AVX-512 VNNI, loading and unpacking each block once for
+all of them; its sums are formed in the GEMV's order, so each token's result is bitwise the
+GEMV's, whatever the batch (``tests/test_q4k_kernel.py`` checks it against the installed
+library's own GEMV).
+
+What changes in ``ggml/src/ggml-cpu/repack.cpp`` (exact text replacements; a source that
+does not match is refused, not half patched): the header is included where the compiler
+targets AVX-512 F, BW and VNNI with F16C; for the Q4_K 8x8 layout with Q8_K activations the
+activations are quantized row by row (not in ggml's interleaved groups of 4) and every
+chunk goes through ``pyspec_q4kx8_gemv``. Other types, and builds without those flags, are
+untouched. ``KERNEL_VERSION`` goes into the build key and the build record; the built
+library carries a marker string (``kernel_version_in`` reads it back).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pyspec.errors import LlamaBuildError
+
+KERNEL_VERSION = 1
+HEADER = Path(__file__).with_name("pyspec_q4k_vnni.h")
+REPACK_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/repack.cpp")
+HEADER_DEST = Path("vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/pyspec_q4k_vnni.h")
+MARKER = "pyspec Q4_K VNNI kernel"
+_BUILT_MARKER = re.compile(rb"pyspec Q4_K VNNI kernel version (\d+)\0")
+# The CMake flags under which the compiler targets what the kernel needs.
+NEEDED_FLAGS = ("-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_F16C=ON")
+
+_INCLUDE_AFTER = '#include "arch-fallback.h"\n'
+_INCLUDE = f"""
+// {MARKER} (version {KERNEL_VERSION}): added by pyspec install-llama
+// (pyspec/llama/runtime/q4k_kernel.py).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
+#define PYSPEC_Q4K_VNNI 1
+#include "arch/x86/pyspec_q4k_vnni.h"
+#include <type_traits>
+__attribute__((used)) static const char pyspec_q4k_vnni_marker[] =
+    "{MARKER} version {KERNEL_VERSION}";
+#endif
+"""
+# tensor_traits' members: whether this instance's rows go through pyspec's kernel.
+_CLASS_HEAD = (
+    "template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+    "class tensor_traits : public tensor_traits_base {\n"
+)
+_CLASS_MEMBER = """#ifdef PYSPEC_Q4K_VNNI
+    static constexpr bool pyspec_rows = std::is_same<BLOC_TYPE, block_q4_K>::value &&
+                                        INTER_SIZE == 8 && NB_COLS == 8 &&
+                                        PARAM_TYPE == GGML_TYPE_Q8_K;
+#else
+    static constexpr bool pyspec_rows = false;
+#endif
+"""
+_CHUNK_OLD = """        // If there are more than three rows in src1, use gemm; otherwise, use gemv.
+        if (nrows > 3) {"""
+_CHUNK_NEW = """#ifdef PYSPEC_Q4K_VNNI
+        if constexpr (pyspec_rows) {
+            if (nrows > 1) {  // (one row: ggml's GEMV, which streams the weights faster alone)
+                __asm__ __volatile__("" : : "r"(pyspec_q4k_vnni_marker));
+                pyspec_q4kx8_gemv((int) ne00, (float *) dst_ptr + src0_start, nb1 / nb0,
+                                  src0_ptr + src0_start * nb01, src1_ptr, (int) nrows, (int) ncols);
+                return;
+            }
+        }
+#endif
+        // If there are more than three rows in src1, use gemm; otherwise, use gemv.
+        if (nrows > 3) {"""
+_QUANT_OLD = """            for (int64_t i11 = ith * 4; i11 < ne11 - ne11 % 4; i11 += nth * 4) {"""
+_QUANT_NEW = """            // (pyspec's kernel reads plain Q8_K rows, none in 4s)
+            const int64_t grouped = pyspec_rows ? 0 : ne11 - ne11 % 4;
+            for (int64_t i11 = ith * 4; i11 < grouped; i11 += nth * 4) {"""
+_PROCESSED_OLD = """            const int64_t i11_processed = ne11 - ne11 % 4;"""
+_PROCESSED_NEW = """            const int64_t i11_processed = grouped;"""
+
+
+def applies_to(cmake_args) -> bool:
+    """Whether a build with these CMake arguments compiles the kernel in."""
+    return all(flag in cmake_args for flag in NEEDED_FLAGS)
+
+
+def kernel_version_in(library: Path) -> int:
+    """The version of the kernel compiled into this library file (0: none)."""
+    try:
+        found = _BUILT_MARKER.findall(Path(library).read_bytes())
+    except OSError:
+        return 0
+    return max((int(v) for v in found), default=0)
+
+
+def _replace_once(text: str, old: str, new: str, what: str) -> str:
+    count = text.count(old)
+    if count != 1:
+        raise LlamaBuildError(
+            f"pyspec's Q4_K kernel: expected {what} once in repack.cpp, found it {count} times: "
+            "this llama.cpp is not the one the kernel is for"
+        )
+    return text.replace(old, new)
+
+
+def patch_source(text: str) -> str:
+    """repack.cpp's text with the kernel wired in (idempotent)."""
+    if MARKER in text:
+        return text
+    text = _replace_once(
+        text, _INCLUDE_AFTER, _INCLUDE_AFTER + _INCLUDE, "the arch-fallback include"
+    )
+    text = _replace_once(text, _CLASS_HEAD, _CLASS_HEAD + _CLASS_MEMBER, "tensor_traits")
+    text = _replace_once(text, _CHUNK_OLD, _CHUNK_NEW, "the chunk's gemm/gemv choice")
+    text = _replace_once(text, _QUANT_OLD, _QUANT_NEW, "the grouped quantization")
+    return _replace_once(text, _PROCESSED_OLD, _PROCESSED_NEW, "the rows left over")
+
+
+def apply_to_tree(source_dir: Path) -> Path:
+    """Adds the kernel to an unpacked llama-cpp-python sdist in place; returns repack.cpp."""
+    path = Path(source_dir) / REPACK_PATH
+    if not path.is_file():
+        raise LlamaBuildError(f"{path} not found: not a llama-cpp-python source tree")
+    patched = patch_source(path.read_text())
+    (Path(source_dir) / HEADER_DEST).write_text(HEADER.read_text())
+    path.write_text(patched)
+    return path

@@ -1,0 +1,232 @@
+"""pyspec's Q4_K kernel for AVX-512 VNNI builds (pyspec/llama/runtime/q4k_kernel.py and
+pyspec_q4k_vnni.h): the patching step on llama.cpp's real repack.cpp, its refusals, the
+build's marker, and the kernel itself, compiled and run against the installed library's own
+Q4_K GEMV on random blocks: every row's result must be bitwise the GEMV's, for 1 to 9 token
+rows (the kernel takes them 4 at a time) and for matrices of several shapes."""
+
+import platform
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from pyspec.llama.runtime import q4k_kernel
+from pyspec.llama.runtime.build_info import installed_cpu_libraries, installed_q4k_kernel
+from pyspec.tools.install_llama import (
+    LlamaBuildError,
+    cpu_flags,
+    derived_cmake_args,
+    installed_build,
+)
+
+NEEDED_CPU = {"avx512f", "avx512bw", "avx512_vnni", "f16c"}
+
+HARNESS = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include "pyspec_q4k_vnni.h"
+
+extern "C" {
+void ggml_gemv_q4_K_8x8_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
+                             int nr, int nc);
+void quantize_row_q8_K(const float * x, void * y, int64_t k);
+void ggml_cpu_init(void);
+}
+
+int main() {
+    ggml_cpu_init();
+    srand(7);
+    const int shapes[][2] = {{256, 8}, {1536, 64}, {8960, 24}, {2048, 40}};
+    int bad = 0, checked = 0;
+    for (auto & shape : shapes) {
+        const int n = shape[0], nc = shape[1], nb = n / 256;
+        std::vector<pyspec_q4kx8> w((size_t) nc / 8 * nb);
+        for (auto & b : w) {
+            for (int j = 0; j < 8; j++) {
+                b.d[j] = _cvtss_sh(1e-4f + 0.02f * rand() / RAND_MAX, 0);
+                b.dmin[j] = _cvtss_sh(1e-4f + 0.02f * rand() / RAND_MAX, 0);
+            }
+            for (auto & v : b.scales) v = (uint8_t) rand();  // every 6-bit scale and min
+            for (auto & v : b.qs) v = (uint8_t) rand();
+        }
+        const int rows = 9;
+        std::vector<float> x((size_t) n * rows);
+        for (size_t i = 0; i < x.size(); i++) x[i] = (float) rand() / RAND_MAX * 8 - 4;
+        x[3] = 1000.0f;  // a row with one large activation: its scale, and bsums near the limit
+        std::vector<pyspec_q8k> a((size_t) nb * rows);
+        for (int r = 0; r < rows; r++)
+            quantize_row_q8_K(x.data() + (size_t) r * n, a.data() + (size_t) r * nb, n);
+        for (int nr = 1; nr <= rows; nr++) {
+            std::vector<float> ref((size_t) nr * nc), got((size_t) nr * nc, NAN);
+            for (int r = 0; r < nr; r++)
+                ggml_gemv_q4_K_8x8_q8_K(n, ref.data() + (size_t) r * nc, nc, w.data(),
+                                        a.data() + (size_t) r * nb, 1, nc);
+            pyspec_q4kx8_gemv(n, got.data(), nc, w.data(), a.data(), nr, nc);
+            for (size_t i = 0; i < ref.size(); i++, checked++)
+                if (memcmp(&ref[i], &got[i], sizeof(float)) != 0) {
+                    if (bad++ < 5)
+                        printf("n=%d nc=%d rows=%d [%zu]: %.9g against %.9g\n", n, nc, nr, i,
+                               got[i], ref[i]);
+                }
+        }
+    }
+    printf("%d of %d results differ\n", bad, checked);
+    return bad != 0;
+}
+"""
+
+REPACK_SHAPE = (
+    (
+        '#include "arch-fallback.h"\n'
+        "template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+        "class tensor_traits : public tensor_traits_base {\n"
+    )
+    + """    void chunk() {
+        // If there are more than three rows in src1, use gemm; otherwise, use gemv.
+        if (nrows > 3) {
+        }
+    }
+    void quantize() {
+            for (int64_t i11 = ith * 4; i11 < ne11 - ne11 % 4; i11 += nth * 4) {
+            }
+            const int64_t i11_processed = ne11 - ne11 % 4;
+    }
+};
+"""
+)
+
+
+def _vendored_repack() -> str:
+    """llama.cpp's repack.cpp from the llama-cpp-python sdist pyspec builds (downloaded once
+    into pyspec's cache, as install-llama does)."""
+    from pyspec.cache import cache_dir
+    from pyspec.tools.install_llama import download_sdist, sdist_dir
+
+    sdist = download_sdist(sdist_dir(cache_dir() / "llama-build"))
+    with tarfile.open(sdist) as tar:
+        member = next(
+            m for m in tar.getmembers() if m.name.endswith("/" + str(q4k_kernel.REPACK_PATH))
+        )
+        return tar.extractfile(member).read().decode()
+
+
+def test_the_kernel_is_wired_into_the_vendored_repack_cpp():
+    source = _vendored_repack()
+    patched = q4k_kernel.patch_source(source)
+    assert q4k_kernel.MARKER in patched and patched.count("pyspec_q4kx8_gemv(") == 1
+    assert "const int64_t grouped = pyspec_rows ? 0 : ne11 - ne11 % 4;" in patched
+    assert patched.count("static constexpr bool pyspec_rows") == 2  # (with the kernel, without)
+    assert q4k_kernel.patch_source(patched) == patched  # idempotent
+    # everything else is left as it was
+    assert len(patched.splitlines()) - len(source.splitlines()) < 40
+
+
+def test_a_source_it_was_not_written_for_is_refused_untouched(tmp_path):
+    assert q4k_kernel.MARKER in q4k_kernel.patch_source(REPACK_SHAPE)
+    for anchor in ("use gemm; otherwise", "i11_processed = ne11", "class tensor_traits"):
+        changed = REPACK_SHAPE.replace(anchor, "something else")
+        with pytest.raises(LlamaBuildError, match="not the one the kernel is for"):
+            q4k_kernel.patch_source(changed)
+    target = tmp_path / q4k_kernel.REPACK_PATH
+    with pytest.raises(LlamaBuildError, match="not a llama-cpp-python source tree"):
+        q4k_kernel.apply_to_tree(tmp_path)
+    target.parent.mkdir(parents=True)
+    (target.parent / "arch" / "x86").mkdir(parents=True)
+    target.write_text(REPACK_SHAPE.replace("class tensor_traits", "class other"))
+    with pytest.raises(LlamaBuildError):
+        q4k_kernel.apply_to_tree(tmp_path)
+    assert "class other" in target.read_text() and q4k_kernel.MARKER not in target.read_text()
+    assert not (tmp_path / q4k_kernel.HEADER_DEST).exists()
+    target.write_text(REPACK_SHAPE)
+    assert q4k_kernel.apply_to_tree(tmp_path) == target
+    assert (tmp_path / q4k_kernel.HEADER_DEST).read_text() == q4k_kernel.HEADER.read_text()
+
+
+def test_it_applies_to_builds_with_avx512_vnni_only():
+    zen5 = frozenset(
+        {
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi2",
+            "avx512f",
+            "avx512cd",
+            "avx512vl",
+            "avx512dq",
+            "avx512bw",
+            "avx512_vnni",
+            "avx512_bf16",
+            "avx512vbmi",
+        }
+    )
+    zen3 = frozenset({"avx2", "fma", "f16c", "bmi2"})
+    assert q4k_kernel.applies_to(derived_cmake_args(zen5, "x86_64"))
+    assert not q4k_kernel.applies_to(derived_cmake_args(zen3, "x86_64"))
+    assert not q4k_kernel.applies_to(derived_cmake_args(zen5, "x86_64", simd="avx2"))
+    assert not q4k_kernel.applies_to(derived_cmake_args(zen5, "aarch64"))
+
+
+def test_the_marker_is_read_from_a_library_file(tmp_path):
+    library = tmp_path / "libggml-cpu.so"
+    library.write_bytes(b"\x7fELF" + f"{q4k_kernel.MARKER} version 3".encode() + b"\0tail")
+    assert q4k_kernel.kernel_version_in(library) == 3
+    library.write_bytes(b"\x7fELF" + q4k_kernel.MARKER.encode() + b" without a version\0")
+    assert q4k_kernel.kernel_version_in(library) == 0
+    assert q4k_kernel.kernel_version_in(tmp_path / "absent.so") == 0
+
+
+def test_the_installed_build_has_the_kernel_exactly_where_it_applies():
+    build = installed_build()
+    if build is None:
+        pytest.skip("the installed llama-cpp-python was not built by pyspec install-llama")
+    expected = q4k_kernel.KERNEL_VERSION if q4k_kernel.applies_to(build["cmake_args"]) else 0
+    assert installed_q4k_kernel() == expected
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an x86 kernel")
+def test_the_kernel_gives_ggml_gemvs_results_bit_for_bit(tmp_path):
+    missing = NEEDED_CPU - cpu_flags()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}: the kernel is not built for it")
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    libraries = installed_cpu_libraries()
+    if not libraries:
+        pytest.skip("llama-cpp-python is not installed")
+    lib_dir = libraries[0].parent
+    source = tmp_path / "q4k_check.cpp"
+    source.write_text(HARNESS)
+    exe = tmp_path / "q4k_check"
+    for level in ("-O2", "-O3"):
+        build = subprocess.run(
+            [
+                compiler,
+                level,
+                "-std=c++17",
+                "-mavx512f",
+                "-mavx512bw",
+                "-mavx512vnni",
+                "-mf16c",
+                "-mavx2",
+                "-mfma",
+                f"-I{q4k_kernel.HEADER.parent}",
+                str(source),
+                "-o",
+                str(exe),
+                f"-L{lib_dir}",
+                "-l:libggml-cpu.so",
+                "-l:libggml-base.so",
+                f"-Wl,-rpath,{lib_dir}",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert build.returncode == 0, build.stderr[-3000:]
+        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.startswith("0 of "), run.stdout
