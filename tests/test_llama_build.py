@@ -165,6 +165,21 @@ def test_the_amx_key_changes_with_the_fix(monkeypatch):
     assert wheel_key(plain) == wheel_key(plain)
 
 
+def test_the_q4k_kernel_keys_the_avx512_vnni_builds_only(monkeypatch):
+    """pyspec's Q4_K kernel goes into builds with AVX-512 VNNI; its version is in their key
+    (a wheel with an older kernel is never reused), and AVX2 builds keep the key they had."""
+    import pyspec.tools.install_llama as build
+    from pyspec.llama.runtime.q4k_kernel import applies_to as q4k_kernel_applies
+
+    vnni = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64")  # (--no-amx: AVX-512 with VNNI)
+    avx2 = plan_cmake_args("", ZEN3, "x86_64")
+    assert q4k_kernel_applies(vnni) and not q4k_kernel_applies(avx2)
+    before, avx2_before = wheel_key(vnni), wheel_key(avx2)
+    monkeypatch.setattr(build, "Q4K_KERNEL_VERSION", build.Q4K_KERNEL_VERSION + 1)
+    assert wheel_key(vnni) != before
+    assert wheel_key(avx2) == avx2_before
+
+
 def test_the_guard_names_the_problem_and_the_fix():
     assert build_features(AMX_INFO)["AMX_INT8"] == "1"
     reason = amx_crash_reason(AMX_INFO, SAPPHIRE_RAPIDS)
@@ -345,15 +360,24 @@ def _sdist(path: Path, files: dict) -> Path:
 
 
 def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path):
-    """One unpacker for install-llama's AMX builds and the benchmarks' llama.cpp tools: an
-    earlier unpacking's files are gone, the fix is applied where asked (and only there), and
-    an archive without one top directory is refused."""
+    """One unpacker for install-llama's patched builds and the benchmarks' llama.cpp tools:
+    an earlier unpacking's files are gone, the AMX fix and the Q4_K kernel are applied where
+    asked (and only there), and an archive without one top directory is refused."""
     from test_llama_amx_fix import VENDORED_SHAPE
+    from test_q4k_kernel import REPACK_SHAPE
 
+    from pyspec.llama.runtime import q4k_kernel
     from pyspec.llama.runtime.amx_fix import MARKER, MMQ_PATH
     from pyspec.tools.install_llama import LlamaBuildError, unpack_sdist
 
-    sdist = _sdist(tmp_path / "a.tar.gz", {str(MMQ_PATH): VENDORED_SHAPE})
+    sdist = _sdist(
+        tmp_path / "a.tar.gz",
+        {
+            str(MMQ_PATH): VENDORED_SHAPE,
+            str(q4k_kernel.REPACK_PATH): REPACK_SHAPE,
+            str(q4k_kernel.HEADER_DEST.parent / "repack.cpp"): "// x86 kernels\n",
+        },
+    )
     stale = tmp_path / "out" / "src" / "stale.txt"
     stale.parent.mkdir(parents=True)
     stale.write_text("left from before")
@@ -362,6 +386,11 @@ def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path
     assert (plain / MMQ_PATH).read_text() == VENDORED_SHAPE
     fixed = unpack_sdist(sdist, tmp_path / "out", amx_fix=True)
     assert MARKER in (fixed / MMQ_PATH).read_text()
+    assert q4k_kernel.MARKER not in (fixed / q4k_kernel.REPACK_PATH).read_text()
+    kernel = unpack_sdist(sdist, tmp_path / "out", amx_fix=False, q4k_kernel=True)
+    assert q4k_kernel.MARKER in (kernel / q4k_kernel.REPACK_PATH).read_text()
+    assert (kernel / q4k_kernel.HEADER_DEST).is_file()
+    assert MARKER not in (kernel / MMQ_PATH).read_text()
     with tarfile.open(tmp_path / "flat.tar.gz", "w:gz") as tar:
         tar.add(stale.parent.parent / "src" / "llama_cpp_python-x", arcname="one")
         tar.add(tmp_path / "a.tar.gz", arcname="two")

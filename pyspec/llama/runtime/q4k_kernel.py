@@ -125,7 +125,10 @@ def apply_to_tree(source_dir: Path) -> Path:
     path = Path(source_dir) / REPACK_PATH
     if not path.is_file():
         raise LlamaBuildError(f"{path} not found: not a llama-cpp-python source tree")
+    header = Path(source_dir) / HEADER_DEST
+    if not header.parent.is_dir():
+        raise LlamaBuildError(f"{header.parent} not found: this llama.cpp has no x86 sources")
     patched = patch_source(path.read_text())
-    (Path(source_dir) / HEADER_DEST).write_text(HEADER.read_text())
+    header.write_text(HEADER.read_text())
     path.write_text(patched)
     return path
