@@ -82,9 +82,16 @@ def kernels(data: dict) -> str:
     the CPU has. The batch curve, and so every speculative figure, follows the build's
     kernels, not the CPU's flags: an AVX2-only build on an AMX Xeon batches like an AVX2
     CPU. Empty for files recorded before the field, and where the build uses every level.
+    "; with pyspec's Q4_K kernel" where the run's build had it (``q4k_kernel``, recorded since
+    session 51: pyspec install-llama's AVX-512 VNNI kernel, docs/llama-build.md).
     (The levels are those of pyspec.llama.runtime.build_info.SIMD_LEVELS, which `pyspec
     doctor` names the same way; this module runs without pyspec's library, so it cannot
     import them.)"""
+    kernel = "; with pyspec's Q4_K kernel" if data.get("q4k_kernel") else ""
+    return _levels_left_out(data) + kernel
+
+
+def _levels_left_out(data: dict) -> str:
     features = set(data.get("llama_cpp_features") or ())
     if not features:
         return ""

@@ -1820,6 +1820,11 @@ SECTIONS = {
     # The Zen 5 EPYC (family 26, model 2: AVX-512, no AMX), session 50, main's code of
     # session 49: the usual 24 chats and the edits.
     "draftless-table-family26-model2": (("draftless-family26-model2",), draftless_table),
+    # The same Zen 5 with pyspec's Q4_K kernel in the build (and the C++ tools'), session 51.
+    "draftless-table-family26-model2-q4k-kernel": (
+        ("draftless-family26-model2-q4k-kernel",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),

@@ -200,6 +200,27 @@ def test_the_measured_line_names_a_build_that_leaves_out_what_the_cpu_has():
     assert "; llama.cpp built without AVX2" in line(["avx2"], ["SSE3"])
 
 
+def test_the_measured_line_names_a_build_with_pyspecs_q4k_kernel():
+    """pyspec's Q4_K kernel changes the batch curve without changing llama.cpp's features:
+    the line says when the run's build had it (``q4k_kernel``), beside any level left out."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from _bench_json import Run
+
+    def line(kernel, features=("AVX2", "AVX512", "AVX512_VNNI")):
+        data = {
+            "datetime": "2031-01-02T03:04:05+00:00",
+            "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2, "flags": ["avx512f"]}},
+            "llama_cpp_features": list(features),
+        }
+        if kernel is not None:
+            data["q4k_kernel"] = kernel
+        return Run("x", REPO / "docs" / "results" / "x.json", data).measured_line()
+
+    assert "Q4_K" not in line(None) + line(0)
+    assert "AVX-512; with pyspec's Q4_K kernel (`" in line(1)
+    assert "built for AVX2 only (without AVX-512); with pyspec's Q4_K kernel" in line(1, ["AVX2"])
+
+
 def test_the_measured_line_names_a_machine_that_gave_everyone_huge_pages():
     """With transparent huge pages at "always" llama.cpp's weights had 2 MB pages as
     pyspec's do, and the line says so; the usual setting, or a file recorded before the
