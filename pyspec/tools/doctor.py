@@ -112,7 +112,8 @@ def check_llama(report: Report) -> None:
         report.add(
             OK if kernel else WARN,
             "pyspec's Q4_K kernel",
-            f"in (version {kernel}): verify passes over 2-16 tokens of Q4_K weights run through it"
+            f"in (version {kernel}): passes over 2 tokens or more of Q4_K weights (verify "
+            "passes, prompts) run through it"
             if kernel
             else "not in this build, although this CPU has AVX-512 VNNI: its verify passes "
             "cost more than they need to; `python3 -m pyspec install-llama` builds it in",
