@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PYSPEC_Q4K_VNNI_VERSION 1
 
 struct pyspec_q4kx8 { uint16_t d[8]; uint16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; };
 struct pyspec_q8k { float d; int8_t qs[256]; int16_t bsums[16]; };
@@ -55,7 +54,7 @@ static void pyspec_q4kx8_gemv_rows(int n, float * s, size_t bs, const void * vx,
             const pyspec_q8k * al[NR];
             #pragma GCC unroll 4
             for (int r = 0; r < NR; r++) al[r] = a + (size_t) r * nb + l;
-            alignas(32) uint8_t sc[8][8], mn[8][8];
+            uint8_t sc[8][8], mn[8][8];
             for (int sb = 0; sb < 8; sb++) pyspec_q4kx8_scales(bl->scales + 12 * sb, sc[sb], mn[sb]);
             __m512i isum[NR];
             #pragma GCC unroll 4
@@ -88,8 +87,8 @@ static void pyspec_q4kx8_gemv_rows(int n, float * s, size_t bs, const void * vx,
                 for (int r = 0; r < NR; r++)
                     isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sl), _mm512_mullo_epi32(hi[r], sh)));
             }
-            const __m512i mp0 = _mm512_permutexvar_epi16(pairidx, _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *) mn[0])));
-            const __m512i mp1 = _mm512_permutexvar_epi16(pairidx, _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *) mn[4])));
+            const __m512i mp0 = _mm512_permutexvar_epi16(pairidx, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) mn[0])));
+            const __m512i mp1 = _mm512_permutexvar_epi16(pairidx, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) mn[4])));
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) bl->d));
             const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) bl->dmin));
             #pragma GCC unroll 4

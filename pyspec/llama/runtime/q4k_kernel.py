@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pyspec.errors import LlamaBuildError
 
-KERNEL_VERSION = 1
+KERNEL_VERSION = 2  # 2: the mins read with unaligned loads (1 relied on a stack alignment)
 HEADER = Path(__file__).with_name("pyspec_q4k_vnni.h")
 REPACK_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/repack.cpp")
 HEADER_DEST = Path("vendor/llama.cpp/ggml/src/ggml-cpu/arch/x86/pyspec_q4k_vnni.h")
