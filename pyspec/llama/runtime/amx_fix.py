@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from pyspec.errors import AmxFixError
+from pyspec.llama.runtime.build_info import marker_version_in
 
 FIX_VERSION = 2
 MMQ_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/amx/mmq.cpp")
@@ -85,11 +86,7 @@ inline void ggml_tile_config_init(void) {{
 
 def fix_version_in(library: Path) -> int:
     """The version of the fix compiled into this library file (0: none)."""
-    try:
-        found = _BUILT_MARKER.findall(Path(library).read_bytes())
-    except OSError:
-        return 0
-    return max((int(v) for v in found), default=0)
+    return marker_version_in(library, _BUILT_MARKER)
 
 
 def patch_source(text: str) -> str:

@@ -6,6 +6,7 @@ library side and the installer imports them, never the other way round.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -71,14 +72,28 @@ def installed_cpu_libraries() -> list:
     return [path for path in found if path.is_file() and not path.is_symlink()]
 
 
+def marker_version_in(library: Path, marker: re.Pattern) -> int:
+    """The highest version a pyspec marker string (``marker``: bytes, the version as its one
+    group) names in this library file; 0 where there is none or the file cannot be read."""
+    try:
+        found = marker.findall(Path(library).read_bytes())
+    except OSError:
+        return 0
+    return max((int(v) for v in found), default=0)
+
+
+def _installed_version(version_in) -> int:
+    # The wheel carries the same library under several names (.so, .so.0, .so.0.x.y): the
+    # first that has the marker answers, so a marked build is read once, not three times.
+    return next((v for v in map(version_in, installed_cpu_libraries()) if v), 0)
+
+
 def installed_amx_fix() -> int:
     """The version of pyspec's AMX fix compiled into the installed llama-cpp-python (0:
     none). Read from the library itself, so it holds whatever cache the wheel came from."""
     from pyspec.llama.runtime.amx_fix import fix_version_in
 
-    # The wheel carries the same library under several names (.so, .so.0, .so.0.x.y): the
-    # first that has the marker answers, so a fixed build is read once, not three times.
-    return next((v for v in map(fix_version_in, installed_cpu_libraries()) if v), 0)
+    return _installed_version(fix_version_in)
 
 
 def installed_q4k_kernel() -> int:
@@ -86,4 +101,4 @@ def installed_q4k_kernel() -> int:
     none: an AVX2 build, or one not made by ``pyspec install-llama``), read from its library."""
     from pyspec.llama.runtime.q4k_kernel import kernel_version_in
 
-    return next((v for v in map(kernel_version_in, installed_cpu_libraries()) if v), 0)
+    return _installed_version(kernel_version_in)

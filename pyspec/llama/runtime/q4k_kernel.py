@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from pyspec.errors import LlamaBuildError
+from pyspec.llama.runtime.build_info import marker_version_in
 
 KERNEL_VERSION = 2  # 2: the mins read with unaligned loads (1 relied on a stack alignment)
 HEADER = Path(__file__).with_name("pyspec_q4k_vnni.h")
@@ -90,11 +91,7 @@ def applies_to(cmake_args) -> bool:
 
 def kernel_version_in(library: Path) -> int:
     """The version of the kernel compiled into this library file (0: none)."""
-    try:
-        found = _BUILT_MARKER.findall(Path(library).read_bytes())
-    except OSError:
-        return 0
-    return max((int(v) for v in found), default=0)
+    return marker_version_in(library, _BUILT_MARKER)
 
 
 def _replace_once(text: str, old: str, new: str, what: str) -> str:
