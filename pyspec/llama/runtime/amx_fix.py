@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from pyspec.errors import AmxFixError
-from pyspec.llama.runtime.build_info import marker_version_in
+from pyspec.llama.runtime.markers import marker_version_in
 
 FIX_VERSION = 2
 MMQ_PATH = Path("vendor/llama.cpp/ggml/src/ggml-cpu/amx/mmq.cpp")

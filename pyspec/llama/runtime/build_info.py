@@ -6,7 +6,6 @@ library side and the installer imports them, never the other way round.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -70,16 +69,6 @@ def installed_cpu_libraries() -> list:
     for package in spec.submodule_search_locations:
         found += sorted(Path(package).glob("lib/libggml-cpu*.so*"))
     return [path for path in found if path.is_file() and not path.is_symlink()]
-
-
-def marker_version_in(library: Path, marker: re.Pattern) -> int:
-    """The highest version a pyspec marker string (``marker``: bytes, the version as its one
-    group) names in this library file; 0 where there is none or the file cannot be read."""
-    try:
-        found = marker.findall(Path(library).read_bytes())
-    except OSError:
-        return 0
-    return max((int(v) for v in found), default=0)
 
 
 def _installed_version(version_in) -> int:

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from pyspec.errors import LlamaBuildError
-from pyspec.llama.runtime.build_info import marker_version_in
+from pyspec.llama.runtime.markers import marker_version_in
 
 KERNEL_VERSION = 2  # 2: the mins read with unaligned loads (1 relied on a stack alignment)
 HEADER = Path(__file__).with_name("pyspec_q4k_vnni.h")
