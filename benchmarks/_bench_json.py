@@ -82,12 +82,20 @@ def kernels(data: dict) -> str:
     the CPU has. The batch curve, and so every speculative figure, follows the build's
     kernels, not the CPU's flags: an AVX2-only build on an AMX Xeon batches like an AVX2
     CPU. Empty for files recorded before the field, and where the build uses every level.
-    "; with pyspec's Q4_K kernel" where the run's build had it (``q4k_kernel``, recorded since
-    session 51: pyspec install-llama's AVX-512 VNNI kernel, docs/llama-build.md).
+    "; with pyspec's Q4_K kernel" (or "Q4_K and Q6_K kernels") where the run's build had them
+    (``q4k_kernel``, recorded since session 51, ``q6k_kernel`` since session 52: pyspec
+    install-llama's AVX-512 VNNI kernels, docs/llama-build.md).
     (The levels are those of pyspec.llama.runtime.build_info.SIMD_LEVELS, which `pyspec
     doctor` names the same way; this module runs without pyspec's library, so it cannot
     import them.)"""
-    kernel = "; with pyspec's Q4_K kernel" if data.get("q4k_kernel") else ""
+    names = [
+        name for name, field in (("Q4_K", "q4k_kernel"), ("Q6_K", "q6k_kernel")) if data.get(field)
+    ]
+    kernel = (
+        f"; with pyspec's {' and '.join(names)} kernel{'s' if len(names) > 1 else ''}"
+        if names
+        else ""
+    )
     return _levels_left_out(data) + kernel
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from _cpp_request_time import request_seconds
 
 from pyspec.cache import cache_dir as cache_root
-from pyspec.llama.runtime import q4k_kernel
+from pyspec.llama.runtime import vnni_kernels
 from pyspec.tools import install_llama as llama_build
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
@@ -54,11 +54,7 @@ def tools_dir(cmake_args: list, targets: tuple = TARGETS) -> Path:
                 "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
                 "targets": targets,
                 # (present only where it applies: other builds keep their directories)
-                **(
-                    {"q4k_kernel": q4k_kernel.KERNEL_VERSION}
-                    if q4k_kernel.applies_to(cmake_args)
-                    else {}
-                ),
+                **vnni_kernels.versions(cmake_args),
             }
         ).encode()
     ).hexdigest()[:16]
@@ -77,7 +73,7 @@ def _source(directory: Path, amx: bool, kernel: bool) -> Path:
     # The sdist install-llama keeps (an AMX build downloads it; a build from pip does not,
     # so it is downloaded here the first time, into the same place).
     sdist = llama_build.download_sdist(llama_build.sdist_dir(cache_root() / "llama-build"))
-    tree = llama_build.unpack_sdist(sdist, directory, amx_fix=amx, q4k_kernel=kernel)
+    tree = llama_build.unpack_sdist(sdist, directory, amx_fix=amx, kernels=kernel)
     return tree / "vendor" / "llama.cpp"
 
 
@@ -92,7 +88,7 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     amx = llama_build.amx_enabled(cmake_args)
     # The same patches as the wheel's: the C++ peer must be the same build.
-    kernel = q4k_kernel.applies_to(cmake_args)
+    kernel = vnni_kernels.applies_to(cmake_args)
     tree = _source(directory, amx, kernel)
     build = directory / "build"
     configure = [
@@ -126,7 +122,10 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
         if done.returncode != 0:
             raise ToolsUnavailable(f"failed ({done.returncode}): {' '.join(cmd)}")
     (directory / "tools.json").write_text(
-        json.dumps({"cmake_args": cmake_args, "amx_fix": amx, "q4k_kernel": kernel}, indent=1)
+        json.dumps(
+            {"cmake_args": cmake_args, "amx_fix": amx, **vnni_kernels.versions(cmake_args)},
+            indent=1,
+        )
     )
     shutil.rmtree(directory / "src", ignore_errors=True)
     return directory

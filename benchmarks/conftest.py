@@ -81,11 +81,12 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
 
         features = build_features(system_info())
         output_json["llama_cpp_features"] = sorted(k for k, v in features.items() if v == "1")
-        # pyspec's Q4_K kernel (pyspec install-llama, AVX-512 VNNI builds) changes the batch
-        # curve without changing the features above.
-        from pyspec.llama.runtime.build_info import installed_q4k_kernel
+        # pyspec's Q4_K and Q6_K kernels (pyspec install-llama, AVX-512 VNNI builds) change
+        # the batch curve without changing the features above.
+        from pyspec.llama.runtime.build_info import installed_q4k_kernel, installed_q6k_kernel
 
         output_json["q4k_kernel"] = installed_q4k_kernel()
+        output_json["q6k_kernel"] = installed_q6k_kernel()
     # The machine's transparent huge pages: at "always" llama.cpp's own weights (plain
     # llama-cpp-python's, the C++ tools') get 2 MB pages too, as pyspec's always do
     # (pyspec/llama/huge_pages.py), and a comparison between them is another one.

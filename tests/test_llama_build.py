@@ -165,17 +165,21 @@ def test_the_amx_key_changes_with_the_fix(monkeypatch):
     assert wheel_key(plain) == wheel_key(plain)
 
 
-def test_the_q4k_kernel_keys_the_avx512_vnni_builds_only(monkeypatch):
-    """pyspec's Q4_K kernel goes into builds with AVX-512 VNNI; its version is in their key
-    (a wheel with an older kernel is never reused), and AVX2 builds keep the key they had."""
-    import pyspec.tools.install_llama as build
-    from pyspec.llama.runtime.q4k_kernel import applies_to as q4k_kernel_applies
+@pytest.mark.parametrize("kernel", ["q4k_kernel", "q6k_kernel"])
+def test_the_kernels_key_the_avx512_vnni_builds_only(monkeypatch, kernel):
+    """pyspec's Q4_K and Q6_K kernels go into builds with AVX-512 VNNI; each one's version is
+    in their key (a wheel with an older kernel is never reused), and AVX2 builds keep the key
+    they had."""
+    from pyspec.llama.runtime import vnni_kernels
 
     vnni = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64")  # (--no-amx: AVX-512 with VNNI)
     avx2 = plan_cmake_args("", ZEN3, "x86_64")
-    assert q4k_kernel_applies(vnni) and not q4k_kernel_applies(avx2)
+    assert vnni_kernels.applies_to(vnni) and not vnni_kernels.applies_to(avx2)
+    assert set(vnni_kernels.versions(vnni)) == {"q4k_kernel", "q6k_kernel"}
+    assert vnni_kernels.versions(avx2) == {}
     before, avx2_before = wheel_key(vnni), wheel_key(avx2)
-    monkeypatch.setattr(build, "Q4K_KERNEL_VERSION", build.Q4K_KERNEL_VERSION + 1)
+    module = vnni_kernels.KERNELS[kernel]
+    monkeypatch.setattr(module, "KERNEL_VERSION", module.KERNEL_VERSION + 1)
     assert wheel_key(vnni) != before
     assert wheel_key(avx2) == avx2_before
 
@@ -361,12 +365,14 @@ def _sdist(path: Path, files: dict) -> Path:
 
 def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path):
     """One unpacker for install-llama's patched builds and the benchmarks' llama.cpp tools:
-    an earlier unpacking's files are gone, the AMX fix and the Q4_K kernel are applied where
-    asked (and only there), and an archive without one top directory is refused."""
+    an earlier unpacking's files are gone, the AMX fix and the Q4_K and Q6_K kernels are
+    applied where asked (and only there), and an archive without one top directory is
+    refused."""
     from test_llama_amx_fix import VENDORED_SHAPE
     from test_q4k_kernel import REPACK_SHAPE
+    from test_q6k_kernel import SOURCE_SHAPE
 
-    from pyspec.llama.runtime import q4k_kernel
+    from pyspec.llama.runtime import q4k_kernel, q6k_kernel
     from pyspec.llama.runtime.amx_fix import MARKER, MMQ_PATH
     from pyspec.tools.install_llama import LlamaBuildError, unpack_sdist
 
@@ -375,6 +381,7 @@ def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path
         {
             str(MMQ_PATH): VENDORED_SHAPE,
             str(q4k_kernel.REPACK_PATH): REPACK_SHAPE,
+            str(q6k_kernel.SOURCE_PATH): SOURCE_SHAPE,
             str(q4k_kernel.HEADER_DEST.parent / "repack.cpp"): "// x86 kernels\n",
         },
     )
@@ -387,9 +394,13 @@ def test_the_sdist_is_unpacked_afresh_with_the_amx_fix_only_where_asked(tmp_path
     fixed = unpack_sdist(sdist, tmp_path / "out", amx_fix=True)
     assert MARKER in (fixed / MMQ_PATH).read_text()
     assert q4k_kernel.MARKER not in (fixed / q4k_kernel.REPACK_PATH).read_text()
-    kernel = unpack_sdist(sdist, tmp_path / "out", amx_fix=False, q4k_kernel=True)
+    assert q6k_kernel.MARKER not in (fixed / q6k_kernel.SOURCE_PATH).read_text()
+    kernel = unpack_sdist(sdist, tmp_path / "out", amx_fix=False, kernels=True)
     assert q4k_kernel.MARKER in (kernel / q4k_kernel.REPACK_PATH).read_text()
-    assert (kernel / q4k_kernel.HEADER_DEST).is_file()
+    assert q6k_kernel.MARKER in (kernel / q6k_kernel.SOURCE_PATH).read_text()
+    assert (kernel / q4k_kernel.HEADER_DEST).is_file() and (
+        kernel / q6k_kernel.HEADER_DEST
+    ).is_file()
     assert MARKER not in (kernel / MMQ_PATH).read_text()
     with tarfile.open(tmp_path / "flat.tar.gz", "w:gz") as tar:
         tar.add(stale.parent.parent / "src" / "llama_cpp_python-x", arcname="one")

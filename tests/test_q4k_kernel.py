@@ -4,23 +4,12 @@ build's marker, and the kernel itself, compiled and run against the installed li
 Q4_K GEMV on random blocks: every row's result must be bitwise the GEMV's, for 1 to 9 token
 rows (the kernel takes them 4 at a time) and for matrices of several shapes."""
 
-import platform
-import shutil
-import subprocess
-import tarfile
-
 import pytest
+from kernel_checks import run_against_installed_library, vendored_source
 
 from pyspec.llama.runtime import q4k_kernel
-from pyspec.llama.runtime.build_info import installed_cpu_libraries, installed_q4k_kernel
-from pyspec.tools.install_llama import (
-    LlamaBuildError,
-    cpu_flags,
-    derived_cmake_args,
-    installed_build,
-)
-
-NEEDED_CPU = {"avx512f", "avx512bw", "avx512_vnni", "f16c"}
+from pyspec.llama.runtime.build_info import installed_q4k_kernel
+from pyspec.tools.install_llama import LlamaBuildError, derived_cmake_args, installed_build
 
 HARNESS = r"""
 #include <cmath>
@@ -100,22 +89,8 @@ REPACK_SHAPE = (
 )
 
 
-def _vendored_repack() -> str:
-    """llama.cpp's repack.cpp from the llama-cpp-python sdist pyspec builds (downloaded once
-    into pyspec's cache, as install-llama does)."""
-    from pyspec.cache import cache_dir
-    from pyspec.tools.install_llama import download_sdist, sdist_dir
-
-    sdist = download_sdist(sdist_dir(cache_dir() / "llama-build"))
-    with tarfile.open(sdist) as tar:
-        member = next(
-            m for m in tar.getmembers() if m.name.endswith("/" + str(q4k_kernel.REPACK_PATH))
-        )
-        return tar.extractfile(member).read().decode()
-
-
 def test_the_kernel_is_wired_into_the_vendored_repack_cpp():
-    source = _vendored_repack()
+    source = vendored_source(q4k_kernel.REPACK_PATH)
     patched = q4k_kernel.patch_source(source)
     assert q4k_kernel.MARKER in patched and patched.count("pyspec_q4kx8_gemv(") == 1
     assert "const int64_t grouped = pyspec_rows ? 0 : ne11 - ne11 % 4;" in patched
@@ -187,46 +162,6 @@ def test_the_installed_build_has_the_kernel_exactly_where_it_applies():
     assert installed_q4k_kernel() == expected
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an x86 kernel")
 def test_the_kernel_gives_ggml_gemvs_results_bit_for_bit(tmp_path):
-    missing = NEEDED_CPU - cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}: the kernel is not built for it")
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    libraries = installed_cpu_libraries()
-    if not libraries:
-        pytest.skip("llama-cpp-python is not installed")
-    lib_dir = libraries[0].parent
-    source = tmp_path / "q4k_check.cpp"
-    source.write_text(HARNESS)
-    exe = tmp_path / "q4k_check"
-    for level in ("-O2", "-O3"):
-        build = subprocess.run(
-            [
-                compiler,
-                level,
-                "-std=c++17",
-                "-mavx512f",
-                "-mavx512bw",
-                "-mavx512vnni",
-                "-mf16c",
-                "-mavx2",
-                "-mfma",
-                f"-I{q4k_kernel.HEADER.parent}",
-                str(source),
-                "-o",
-                str(exe),
-                f"-L{lib_dir}",
-                "-l:libggml-cpu.so",
-                "-l:libggml-base.so",
-                f"-Wl,-rpath,{lib_dir}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        assert build.returncode == 0, build.stderr[-3000:]
-        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stdout + run.stderr
-        assert run.stdout.startswith("0 of "), run.stdout
+    printed = run_against_installed_library(HARNESS, q4k_kernel.HEADER.parent, tmp_path, cpp=True)
+    assert all(line.startswith("0 of ") for line in printed.splitlines()), printed

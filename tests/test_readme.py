@@ -206,7 +206,7 @@ def test_the_measured_line_names_a_build_with_pyspecs_q4k_kernel():
     sys.path.insert(0, str(REPO / "benchmarks"))
     from _bench_json import Run
 
-    def line(kernel, features=("AVX2", "AVX512", "AVX512_VNNI")):
+    def line(kernel, features=("AVX2", "AVX512", "AVX512_VNNI"), q6k=None):
         data = {
             "datetime": "2031-01-02T03:04:05+00:00",
             "machine_info": {"cpu": {"brand_raw": "Test CPU", "count": 2, "flags": ["avx512f"]}},
@@ -214,11 +214,15 @@ def test_the_measured_line_names_a_build_with_pyspecs_q4k_kernel():
         }
         if kernel is not None:
             data["q4k_kernel"] = kernel
+        if q6k is not None:
+            data["q6k_kernel"] = q6k
         return Run("x", REPO / "docs" / "results" / "x.json", data).measured_line()
 
-    assert "Q4_K" not in line(None) + line(0)
+    assert "Q4_K" not in line(None) + line(0) + line(0, q6k=0)
     assert "AVX-512; with pyspec's Q4_K kernel (`" in line(1)
+    assert "AVX-512; with pyspec's Q4_K kernel (`" in line(2, q6k=0)
     assert "built for AVX2 only (without AVX-512); with pyspec's Q4_K kernel" in line(1, ["AVX2"])
+    assert "AVX-512; with pyspec's Q4_K and Q6_K kernels (`" in line(2, q6k=1)
 
 
 def test_the_measured_line_names_a_machine_that_gave_everyone_huge_pages():

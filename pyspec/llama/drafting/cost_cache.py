@@ -83,21 +83,21 @@ def cost_cache_file(llama) -> Optional[Path]:
         format=FORMAT,
         # The build's kernels (AMX or not, repacking) shape the curve more than anything.
         build=_system_info(llama_cpp),
-        # pyspec's own Q4_K kernel changes the curve without changing the system info.
-        **_q4k_kernel(),
+        # pyspec's own kernels change the curve without changing the system info.
+        **_vnni_kernels(),
     )
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir() / "costs" / f"{Path(model['model']).stem}-{digest}.json"
 
 
 @functools.lru_cache(maxsize=1)
-def _q4k_kernel() -> dict:
-    """{"q4k_kernel": version} where the installed build has pyspec's Q4_K kernel, else {}
-    (so the keys of other builds stay what they were). Read once per process."""
-    from pyspec.llama.runtime.build_info import installed_q4k_kernel
+def _vnni_kernels() -> dict:
+    """{"q4k_kernel": version, "q6k_kernel": version} for those of pyspec's kernels the
+    installed build has, else {} (so the keys of other builds stay what they were). Read once
+    per process."""
+    from pyspec.llama.runtime.vnni_kernels import installed_versions
 
-    version = installed_q4k_kernel()
-    return {"q4k_kernel": version} if version else {}
+    return installed_versions()
 
 
 def _system_info(llama_cpp) -> str:

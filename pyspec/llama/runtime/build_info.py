@@ -91,3 +91,11 @@ def installed_q4k_kernel() -> int:
     from pyspec.llama.runtime.q4k_kernel import kernel_version_in
 
     return _installed_version(kernel_version_in)
+
+
+def installed_q6k_kernel() -> int:
+    """The version of pyspec's Q6_K kernel compiled into the installed llama-cpp-python (0:
+    none), read from its library."""
+    from pyspec.llama.runtime.q6k_kernel import kernel_version_in
+
+    return _installed_version(kernel_version_in)
