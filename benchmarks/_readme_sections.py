@@ -1825,6 +1825,11 @@ SECTIONS = {
         ("draftless-family26-model2-q4k-kernel",),
         draftless_table,
     ),
+    # The same Zen 5 with pyspec's Q4_K and Q6_K kernels (session 52).
+    "draftless-table-family26-model2-q6k-kernel": (
+        ("draftless-family26-model2-q6k-kernel",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
