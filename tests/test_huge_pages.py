@@ -88,6 +88,23 @@ def test_where_transparent_huge_pages_are_off_the_report_says_so(monkeypatch, tm
     assert report.bytes == 0 and "never" in report.why_not
 
 
+def test_weights_are_read_in_only_where_they_will_reach_huge_pages(monkeypatch, tmp_path):
+    setting = tmp_path / "enabled"
+    monkeypatch.setattr(huge_pages, "THP_SETTING", setting)
+    linux = sys.platform.startswith("linux")
+    for mode, expected in (("[always] madvise never", linux), ("always [madvise] never", linux)):
+        setting.write_text(mode + "\n")
+        assert huge_pages.read_weights_in() is expected
+        assert huge_pages.read_weights_in(False) is False
+    setting.write_text("always madvise [never]\n")
+    assert huge_pages.read_weights_in() is False
+    setting.unlink()  # unreadable: the mapping stays
+    assert huge_pages.read_weights_in() is False
+    setting.write_text("[always] madvise never\n")
+    monkeypatch.setenv("PYSPEC_HUGE_PAGES", "off")
+    assert huge_pages.read_weights_in() is False
+
+
 def test_a_refused_collapse_says_why_by_its_error(monkeypatch):
     """An old kernel (EINVAL) and a moment without free 2 MB blocks (EAGAIN) read apart."""
     import errno
@@ -148,6 +165,8 @@ def test_a_real_model_decodes_the_same_from_huge_pages(qwen_path):
         # difference would be the weights' bytes, not a near-tie of batch shapes.
         llm = SpeculativeLlama(qwen_path, draft_max=0, huge_pages=on, **kw)
         reports.append(llm.huge_pages)
+        # read from the file (not mapped) exactly where the weights go to huge pages
+        assert mapped(llm) is not (on and huge_pages.read_weights_in())
         if on and llm.huge_pages.bytes:  # the kernel holds them in huge pages now
             assert sum_anon_huge_kb() * 1024 >= llm.huge_pages.bytes
         texts.append(llm.create_completion(prompt, max_tokens=24, temperature=0.0))
@@ -159,6 +178,20 @@ def test_a_real_model_decodes_the_same_from_huge_pages(qwen_path):
     if repacked and not huge_pages.why_not_here():
         assert on.bytes >= MIN_REGION and on.seconds > 0, on
     assert texts[0]["choices"][0]["text"] == texts[1]["choices"][0]["text"]
+    if huge_pages.read_weights_in():  # a caller's use_mmap is kept
+        llm = SpeculativeLlama(qwen_path, draft_max=0, use_mmap=True, **kw)
+        assert mapped(llm)
+        llm.close()
+
+
+def mapped(llm) -> bool:
+    """Whether llama.cpp mapped the model's file (use_mmap) rather than reading it in."""
+    import llama_cpp
+
+    return llm.model_params.load_mode in (
+        llama_cpp.LLAMA_LOAD_MODE_MMAP,
+        llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK,
+    )
 
 
 def sum_anon_huge_kb() -> int:

@@ -3,6 +3,7 @@ keep their names, pyspec's defaults make speculation run, mistakes are named."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -32,6 +33,30 @@ def test_short_options_and_defaults(tmp_path):
     assert settings.draft == "none"
     _, (settings,) = _settings("--model", str(model), "--flash_attn", "false")
     assert settings.flash_attn is False
+
+
+def test_the_weights_are_read_in_where_they_go_to_huge_pages_unless_use_mmap_is_set(
+    tmp_path, monkeypatch
+):
+    from pyspec.llama import huge_pages
+    from pyspec.serve.app import weights_read_in
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    setting = tmp_path / "enabled"
+    monkeypatch.setattr(huge_pages, "THP_SETTING", setting)
+    setting.write_text("always [madvise] never\n")
+    _, (settings,) = _settings("-m", str(model))
+    assert settings.use_mmap is True  # (llama_cpp.server's default, until the load)
+    if sys.platform.startswith("linux"):
+        assert weights_read_in(settings).use_mmap is False
+    _, (chosen,) = _settings("-m", str(model), "--use_mmap", "true")
+    assert weights_read_in(chosen).use_mmap is True
+    setting.write_text("always madvise [never]\n")
+    assert weights_read_in(settings).use_mmap is True
+    setting.write_text("[always] madvise never\n")
+    monkeypatch.setenv("PYSPEC_HUGE_PAGES", "off")
+    assert weights_read_in(settings).use_mmap is True
 
 
 def test_config_file_with_a_drafter_per_model(tmp_path):

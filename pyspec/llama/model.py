@@ -37,7 +37,7 @@ from pyspec.llama.constraints.grammar import GrammarState
 from pyspec.llama.constraints.rows import RowConstraints
 from pyspec.llama.context import context_outputs_per_seq
 from pyspec.llama.drafting.adaptive import DEFAULT_DRAFT_MAX
-from pyspec.llama.huge_pages import into_huge_pages
+from pyspec.llama.huge_pages import into_huge_pages, read_weights_in
 from pyspec.llama.loop import Speculation
 from pyspec.llama.options import (
     SpeculationOptions,
@@ -362,7 +362,8 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
     int: that many; False: off); only with adaptive lengths and not reproducible, whose
     promises a memory would break. ``huge_pages``: move the weights llama.cpp loaded into
     2 MB pages (Linux; ``huge_pages.py``; ``.huge_pages`` reports what was done, or why
-    not); False, or ``PYSPEC_HUGE_PAGES=off``, leaves them as llama.cpp allocated them.
+    not), reading the file into memory for it (``use_mmap=False``) unless ``use_mmap`` is
+    given; False, or ``PYSPEC_HUGE_PAGES=off``, leaves them as llama.cpp allocated them.
     ``compute_thread=True``: the model is loaded, and every call that decodes (completions,
     chats, embeddings, ``eval``, ``generate``, ``calibrate``) runs, on one thread of pyspec's
     that lives as long as the process, streamed answers token by token, whatever thread
@@ -426,6 +427,9 @@ class SpeculativeLlama(SpeculativeMethods, llama_cpp.Llama):
 
     def _load(self, model_path, draft, options: SpeculationOptions, huge_pages, llama_kwargs):
         sampling = options.sampling
+        if "use_mmap" not in llama_kwargs and read_weights_in(huge_pages):
+            # (the weights llama.cpp does not repack reach 2 MB pages only from memory)
+            llama_kwargs = dict(llama_kwargs, use_mmap=False)
         with context_outputs_per_seq(options.draft_max + 1 if sampling != "host" else 0):
             with into_huge_pages(huge_pages) as self.huge_pages:
                 super().__init__(model_path, **llama_kwargs)

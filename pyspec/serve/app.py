@@ -28,7 +28,7 @@ from llama_cpp.server.model import LlamaProxy
 
 from pyspec.llama import compute_thread, enable_speculation
 from pyspec.llama.drafting.calibration import calibrate_once
-from pyspec.llama.huge_pages import into_huge_pages
+from pyspec.llama.huge_pages import into_huge_pages, read_weights_in
 from pyspec.llama.model import move_to_compute_thread
 from pyspec.serve.metrics import Metrics
 from pyspec.serve.request_body import JsonBodyMiddleware
@@ -74,6 +74,15 @@ def drafter_setting(draft: str):
     return parts if len(parts) > 1 else parts[0]
 
 
+def weights_read_in(settings):
+    """The model settings with ``use_mmap=False`` where the weights will go into 2 MB pages
+    and the settings did not choose (huge_pages.py: the weights llama.cpp does not repack
+    reach them only from memory), else as they were."""
+    if "use_mmap" in settings.model_fields_set or not read_weights_in():
+        return settings
+    return settings.model_copy(update={"use_mmap": False})
+
+
 class SpeculativeLlamaProxy(LlamaProxy):
     """llama_cpp.server's model proxy, loading every model as a speculative one."""
 
@@ -94,6 +103,7 @@ class SpeculativeLlamaProxy(LlamaProxy):
 
     @staticmethod
     def _load(settings) -> llama_cpp.Llama:
+        settings = weights_read_in(settings)
         with into_huge_pages() as pages:  # (PYSPEC_HUGE_PAGES=off leaves them)
             llama = LlamaProxy.load_llama_from_model_settings(settings)
         llama.huge_pages = pages

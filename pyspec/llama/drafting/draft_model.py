@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from pyspec.llama.drafting.base import Draft, Drafter, common_prefix
-from pyspec.llama.huge_pages import HugePages, into_huge_pages
+from pyspec.llama.huge_pages import HugePages, into_huge_pages, read_weights_in
 from pyspec.llama.options import check_draft_p_min
 from pyspec.llama.prefix_reuse import PrefixReuse
 from pyspec.params import SamplingParams
@@ -76,6 +76,8 @@ class DraftModel(Drafter):
             )
             if n_threads:
                 kwargs["n_threads"] = n_threads
+            if read_weights_in(huge_pages):  # (as the target's: huge_pages.py)
+                kwargs["use_mmap"] = False
             # Its weights in 2 MB pages too: the draft model decodes once per drafted token.
             with into_huge_pages(huge_pages) as self.huge_pages:
                 self.llama = llama_cpp.Llama(**kwargs)
