@@ -1830,6 +1830,11 @@ SECTIONS = {
         ("draftless-family26-model2-q6k-kernel",),
         draftless_table,
     ),
+    # Again, pyspec's models read into memory and all their weights into 2 MB pages (session 52).
+    "draftless-table-family26-model2-read-in": (
+        ("draftless-family26-model2-read-in",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
@@ -1840,6 +1845,11 @@ SECTIONS = {
     ),
     # The Zen 5 EPYC (family 26, model 2: AVX-512, no AMX), session 51.
     "draft-peer-table-family26-model2": (("draft-peer-family26-model2",), draft_peer_table),
+    # The same Zen 5 with pyspec's Q4_K and Q6_K kernels, weights read in (session 52).
+    "draft-peer-table-family26-model2-q6k-kernel": (
+        ("draft-peer-family26-model2-q6k-kernel",),
+        draft_peer_table,
+    ),
     # The 0.5B draft model at fixed draft lengths on the AMX Xeon (session 43).
     "draft-lengths-table-family6-model167": (
         ("draft-lengths-family6-model167",),
