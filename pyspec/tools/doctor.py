@@ -109,14 +109,18 @@ def check_llama(report: Report) -> None:
             else "compiled in; this CPU reports no AMX, so it never runs",
         )
     for name, kernel, weights in (
-        ("Q4_K", installed_q4k_kernel(), "Q4_K weights (verify passes, prompts)"),
-        ("Q6_K", installed_q6k_kernel(), "Q6_K weights (verify passes of 2-7 tokens)"),
+        (
+            "Q4_K",
+            installed_q4k_kernel(),
+            "2 tokens or more of Q4_K weights (verify passes, prompts)",
+        ),
+        ("Q6_K", installed_q6k_kernel(), "2-32 tokens of Q6_K weights (verify passes)"),
     ):
         if kernel or {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
             report.add(
                 OK if kernel else WARN,
                 f"pyspec's {name} kernel",
-                f"in (version {kernel}): passes over 2 tokens or more of {weights} run through it"
+                f"in (version {kernel}): passes over {weights} run through it"
                 if kernel
                 else "not in this build, although this CPU has AVX-512 VNNI: its verify passes "
                 "cost more than they need to; `python3 -m pyspec install-llama` builds it in",

@@ -12,7 +12,7 @@
 #include <stdint.h>
 // How many weight rows ahead the kernel asks for: the weights stream from the model's
 // file mapping in 4 KiB pages, where the hardware prefetcher stops at every page boundary;
-// on a Zen 5 a 4-token pass took 38 ms without this and 34 with it (docs/llama-build.md).
+// on a Zen 5 a 4-token pass took 41-42 ms without this and 33.5-34.5 with it (docs/llama-build.md).
 #define PYSPEC_Q6K_AHEAD 2
 // The most tokens a matrix takes through this kernel; longer batches (prompts) go to ggml's
 // tiled path, faster from about 33 tokens on (q6k_kernel.py has the measurements).
