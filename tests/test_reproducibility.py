@@ -28,8 +28,9 @@ def draft_path():
     return str(ensure_model("qwen2.5-coder-0.5b"))
 
 
-def _trace(llm, prompt=OPEN_PROMPT, rows=True, **extra):
-    """(text, the rows the emitted tokens were decided from, the drafts with their q)."""
+def _trace(llm, prompt=OPEN_PROMPT, rows=True, drafted=True, **extra):
+    """(text, the rows the emitted tokens were decided from, the drafts with their q).
+    ``drafted``: the request must have verified drafts (a trace compared with another)."""
     seen_rows, drafts = [], []
     drafter = llm.speculation.drafter
     real = drafter.draft
@@ -52,7 +53,8 @@ def _trace(llm, prompt=OPEN_PROMPT, rows=True, **extra):
         out = llm.create_completion(prompt, **req)
     finally:
         del drafter.draft
-    assert llm.speculation.last.verify_steps > 0  # drafts were really verified
+    if drafted:
+        assert llm.speculation.last.verify_steps > 0  # drafts were really verified
     return out["choices"][0]["text"], seen_rows, drafts
 
 
@@ -89,8 +91,10 @@ def test_a_seeded_request_repeats_on_the_same_object(qwen_path, draft_path, draf
             _assert_same(first, _trace(llm), f"repeat {n + 1}")
         llm.reset()  # a fresh evaluation of the prompt computes the same rows as the first
         _assert_same(first, _trace(llm), "after reset()")
-        other = _trace(llm, seed=99)
-        assert other[0] != first[0]  # the seed matters
+        # the seed matters (its text only: whether the lookup finds a draft in another
+        # sampled haiku depends on the build's rows, which the test does not choose)
+        other = _trace(llm, rows=False, drafted=False, seed=99)
+        assert other[0] != first[0]
     finally:
         llm.close()
 
