@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pyspec.errors import LlamaBuildError
 from pyspec.llama.runtime.markers import marker_version_in
+from pyspec.llama.runtime.source_patch import patch_tree, replace_once
 
 KERNEL_VERSION = 2  # 2: the mins read with unaligned loads (1 relied on a stack alignment)
 HEADER = Path(__file__).with_name("pyspec_q4k_vnni.h")
@@ -95,13 +95,7 @@ def kernel_version_in(library: Path) -> int:
 
 
 def _replace_once(text: str, old: str, new: str, what: str) -> str:
-    count = text.count(old)
-    if count != 1:
-        raise LlamaBuildError(
-            f"pyspec's Q4_K kernel: expected {what} once in repack.cpp, found it {count} times: "
-            "this llama.cpp is not the one the kernel is for"
-        )
-    return text.replace(old, new)
+    return replace_once(text, old, new, what=what, kernel="Q4_K kernel", file="repack.cpp")
 
 
 def patch_source(text: str) -> str:
@@ -119,13 +113,4 @@ def patch_source(text: str) -> str:
 
 def apply_to_tree(source_dir: Path) -> Path:
     """Adds the kernel to an unpacked llama-cpp-python sdist in place; returns repack.cpp."""
-    path = Path(source_dir) / REPACK_PATH
-    if not path.is_file():
-        raise LlamaBuildError(f"{path} not found: not a llama-cpp-python source tree")
-    header = Path(source_dir) / HEADER_DEST
-    if not header.parent.is_dir():
-        raise LlamaBuildError(f"{header.parent} not found: this llama.cpp has no x86 sources")
-    patched = patch_source(path.read_text())
-    header.write_text(HEADER.read_text())
-    path.write_text(patched)
-    return path
+    return patch_tree(source_dir, REPACK_PATH, HEADER, HEADER_DEST, patch_source)

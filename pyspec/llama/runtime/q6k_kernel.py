@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pyspec.errors import LlamaBuildError
 from pyspec.llama.runtime.markers import marker_version_in
 
 # The Q4_K kernel's condition: the same flags (AVX-512 F, BW, VNNI and F16C) compile both in.
 from pyspec.llama.runtime.q4k_kernel import applies_to  # noqa: F401
+from pyspec.llama.runtime.source_patch import patch_tree, replace_once
 
 KERNEL_VERSION = 2  # 2: also 8-32 tokens, which version 1 left to ggml's tiled path
 HEADER = Path(__file__).with_name("pyspec_q6k_vnni.h")
@@ -119,13 +119,7 @@ def kernel_version_in(library: Path) -> int:
 
 
 def _replace_once(text: str, old: str, new: str, what: str) -> str:
-    count = text.count(old)
-    if count != 1:
-        raise LlamaBuildError(
-            f"pyspec's Q6_K kernel: expected {what} once in ggml-cpu.c, found it {count} times: "
-            "this llama.cpp is not the one the kernel is for"
-        )
-    return text.replace(old, new)
+    return replace_once(text, old, new, what=what, kernel="Q6_K kernel", file="ggml-cpu.c")
 
 
 def patch_source(text: str) -> str:
@@ -140,13 +134,4 @@ def patch_source(text: str) -> str:
 
 def apply_to_tree(source_dir: Path) -> Path:
     """Adds the kernel to an unpacked llama-cpp-python sdist in place; returns ggml-cpu.c."""
-    path = Path(source_dir) / SOURCE_PATH
-    if not path.is_file():
-        raise LlamaBuildError(f"{path} not found: not a llama-cpp-python source tree")
-    header = Path(source_dir) / HEADER_DEST
-    if not header.parent.is_dir():
-        raise LlamaBuildError(f"{header.parent} not found: this llama.cpp has no x86 sources")
-    patched = patch_source(path.read_text())
-    header.write_text(HEADER.read_text())
-    path.write_text(patched)
-    return path
+    return patch_tree(source_dir, SOURCE_PATH, HEADER, HEADER_DEST, patch_source)
