@@ -1708,6 +1708,11 @@ SECTIONS = {
         ("server-chats-family26-model2-chunks",),
         server_chats_table,
     ),
+    # The Zen 5 with pyspec's Q4_K and Q6_K kernels and its weights read in (session 52).
+    "server-chats-table-family26-model2-kernels": (
+        ("server-chats-family26-model2-kernels",),
+        server_chats_table,
+    ),
     "parity": (("parity",), parity),
     "first-request-table": (("first-request",), first_requests),
     "generation-table": (("generation",), generation),
