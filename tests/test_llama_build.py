@@ -184,6 +184,18 @@ def test_the_kernels_key_the_avx512_vnni_builds_only(monkeypatch, kernel):
     assert wheel_key(avx2) == avx2_before
 
 
+def test_the_installed_build_has_the_kernels_exactly_where_they_apply():
+    """The Q4_K and Q6_K kernels' markers in the installed library: both, at the versions
+    the build's flags call for, or neither (an AVX2 build, or one without AVX-512 VNNI)."""
+    from pyspec.llama.runtime import vnni_kernels
+    from pyspec.tools.install_llama import installed_build
+
+    build = installed_build()
+    if build is None:
+        pytest.skip("the installed llama-cpp-python was not built by pyspec install-llama")
+    assert vnni_kernels.installed_versions() == vnni_kernels.versions(build["cmake_args"])
+
+
 def test_the_guard_names_the_problem_and_the_fix():
     assert build_features(AMX_INFO)["AMX_INT8"] == "1"
     reason = amx_crash_reason(AMX_INFO, SAPPHIRE_RAPIDS)
