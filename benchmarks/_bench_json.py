@@ -84,7 +84,7 @@ def kernels(data: dict) -> str:
     CPU. Empty for files recorded before the field, and where the build uses every level.
     "; with pyspec's Q4_K kernel" (or "Q4_K and Q6_K kernels") where the run's build had them
     (``q4k_kernel``, recorded since session 51, ``q6k_kernel`` since session 52: pyspec
-    install-llama's AVX-512 VNNI kernels, docs/llama-build.md).
+    install-llama's x86 kernels, docs/llama-build.md).
     (The levels are those of pyspec.llama.runtime.build_info.SIMD_LEVELS, which `pyspec
     doctor` names the same way; this module runs without pyspec's library, so it cannot
     import them.)"""

@@ -24,7 +24,7 @@ from pathlib import Path
 from _cpp_request_time import request_seconds
 
 from pyspec.cache import cache_dir as cache_root
-from pyspec.llama.runtime import vnni_kernels
+from pyspec.llama.runtime import x86_kernels
 from pyspec.tools import install_llama as llama_build
 
 TARGETS = ("llama-speculative-simple", "llama-bench")
@@ -54,7 +54,7 @@ def tools_dir(cmake_args: list, targets: tuple = TARGETS) -> Path:
                 "version": llama_build.LLAMA_CPP_PYTHON_VERSION,
                 "targets": targets,
                 # (present only where it applies: other builds keep their directories)
-                **vnni_kernels.versions(cmake_args),
+                **x86_kernels.versions(cmake_args),
             }
         ).encode()
     ).hexdigest()[:16]
@@ -88,7 +88,7 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     amx = llama_build.amx_enabled(cmake_args)
     # The same patches as the wheel's: the C++ peer must be the same build.
-    kernel = vnni_kernels.applies_to(cmake_args)
+    kernel = x86_kernels.applies_to(cmake_args)
     tree = _source(directory, amx, kernel)
     build = directory / "build"
     configure = [
@@ -123,7 +123,7 @@ def ensure_tools(targets: tuple = TARGETS, *, quiet: bool = False) -> Path:
             raise ToolsUnavailable(f"failed ({done.returncode}): {' '.join(cmd)}")
     (directory / "tools.json").write_text(
         json.dumps(
-            {"cmake_args": cmake_args, "amx_fix": amx, **vnni_kernels.versions(cmake_args)},
+            {"cmake_args": cmake_args, "amx_fix": amx, **x86_kernels.versions(cmake_args)},
             indent=1,
         )
     )

@@ -81,7 +81,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
 
         features = build_features(system_info())
         output_json["llama_cpp_features"] = sorted(k for k, v in features.items() if v == "1")
-        # pyspec's Q4_K and Q6_K kernels (pyspec install-llama, AVX-512 VNNI builds) change
+        # pyspec's Q4_K and Q6_K kernels (pyspec install-llama, x86 builds with AVX2) change
         # the batch curve without changing the features above.
         from pyspec.llama.runtime.build_info import installed_q4k_kernel, installed_q6k_kernel
 

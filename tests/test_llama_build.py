@@ -166,34 +166,44 @@ def test_the_amx_key_changes_with_the_fix(monkeypatch):
 
 
 @pytest.mark.parametrize("kernel", ["q4k_kernel", "q6k_kernel"])
-def test_the_kernels_key_the_avx512_vnni_builds_only(monkeypatch, kernel):
-    """pyspec's Q4_K and Q6_K kernels go into builds with AVX-512 VNNI; each one's version is
-    in their key (a wheel with an older kernel is never reused), and AVX2 builds keep the key
-    they had."""
-    from pyspec.llama.runtime import vnni_kernels
+def test_the_kernels_key_the_x86_builds_with_avx2(monkeypatch, kernel):
+    """pyspec's Q4_K and Q6_K kernels go into x86 builds with AVX2, FMA and F16C (the VNNI
+    variant or the AVX2 one); each one's version is in their key (a wheel with an older kernel
+    is never reused), and other builds keep the key they had."""
+    from pyspec.llama.runtime import x86_kernels
 
     vnni = plan_cmake_args("", SAPPHIRE_RAPIDS, "x86_64")  # (--no-amx: AVX-512 with VNNI)
     avx2 = plan_cmake_args("", ZEN3, "x86_64")
-    assert vnni_kernels.applies_to(vnni) and not vnni_kernels.applies_to(avx2)
-    assert set(vnni_kernels.versions(vnni)) == {"q4k_kernel", "q6k_kernel"}
-    assert vnni_kernels.versions(avx2) == {}
-    before, avx2_before = wheel_key(vnni), wheel_key(avx2)
-    module = vnni_kernels.KERNELS[kernel]
+    arm = plan_cmake_args("", frozenset(), "aarch64")
+    assert x86_kernels.applies_to(vnni) and x86_kernels.applies_to(avx2)
+    assert not x86_kernels.applies_to(arm)
+    assert (
+        set(x86_kernels.versions(vnni))
+        == set(x86_kernels.versions(avx2))
+        == {
+            "q4k_kernel",
+            "q6k_kernel",
+        }
+    )
+    assert x86_kernels.versions(arm) == {}
+    keys = {args: wheel_key(args) for args in (tuple(vnni), tuple(avx2), tuple(arm))}
+    module = x86_kernels.KERNELS[kernel]
     monkeypatch.setattr(module, "KERNEL_VERSION", module.KERNEL_VERSION + 1)
-    assert wheel_key(vnni) != before
-    assert wheel_key(avx2) == avx2_before
+    assert wheel_key(vnni) != keys[tuple(vnni)]
+    assert wheel_key(avx2) != keys[tuple(avx2)]
+    assert wheel_key(arm) == keys[tuple(arm)]
 
 
 def test_the_installed_build_has_the_kernels_exactly_where_they_apply():
     """The Q4_K and Q6_K kernels' markers in the installed library: both, at the versions
-    the build's flags call for, or neither (an AVX2 build, or one without AVX-512 VNNI)."""
-    from pyspec.llama.runtime import vnni_kernels
+    the build's flags call for, or neither (a build without AVX2, FMA and F16C)."""
+    from pyspec.llama.runtime import x86_kernels
     from pyspec.tools.install_llama import installed_build
 
     build = installed_build()
     if build is None:
         pytest.skip("the installed llama-cpp-python was not built by pyspec install-llama")
-    assert vnni_kernels.installed_versions() == vnni_kernels.versions(build["cmake_args"])
+    assert x86_kernels.installed_versions() == x86_kernels.versions(build["cmake_args"])
 
 
 def test_the_guard_names_the_problem_and_the_fix():

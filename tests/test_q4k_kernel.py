@@ -1,8 +1,8 @@
-"""pyspec's Q4_K kernel for AVX-512 VNNI builds (pyspec/llama/runtime/q4k_kernel.py and
-pyspec_q4k_vnni.h): the patching step on llama.cpp's real repack.cpp, its refusals, the
-build's marker, and the kernel itself, compiled and run against the installed library's own
-Q4_K GEMV on random blocks: every row's result must be bitwise the GEMV's, for 1 to 9 token
-rows (the kernel takes them 4 at a time) and for matrices of several shapes."""
+"""pyspec's Q4_K kernel for x86 builds (pyspec/llama/runtime/q4k_kernel.py and
+pyspec_q4k_kernel.h): the patching step on llama.cpp's real repack.cpp, its refusals, the
+build's marker, and the kernel itself (both variants), compiled and run against the installed
+library's own Q4_K GEMV on random blocks: every row's result must be bitwise the GEMV's, for 1
+to 9 token rows (the kernel takes them 4 at a time) and for matrices of several shapes."""
 
 import pytest
 from kernel_checks import run_against_installed_library, vendored_source
@@ -16,7 +16,7 @@ HARNESS = r"""
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-#include "pyspec_q4k_vnni.h"
+#include "pyspec_q4k_kernel.h"
 
 extern "C" {
 void ggml_gemv_q4_K_8x8_q8_K(int n, float * s, size_t bs, const void * vx, const void * vy,
@@ -120,7 +120,7 @@ def test_a_source_it_was_not_written_for_is_refused_untouched(tmp_path):
     assert (tmp_path / q4k_kernel.HEADER_DEST).read_text() == q4k_kernel.HEADER.read_text()
 
 
-def test_it_applies_to_builds_with_avx512_vnni_only():
+def test_it_applies_to_x86_builds_with_avx2_fma_and_f16c():
     zen5 = frozenset(
         {
             "avx2",
@@ -138,9 +138,12 @@ def test_it_applies_to_builds_with_avx512_vnni_only():
         }
     )
     zen3 = frozenset({"avx2", "fma", "f16c", "bmi2"})
+    sandy_bridge = frozenset({"sse4_2", "avx"})
     assert q4k_kernel.applies_to(derived_cmake_args(zen5, "x86_64"))
-    assert not q4k_kernel.applies_to(derived_cmake_args(zen3, "x86_64"))
-    assert not q4k_kernel.applies_to(derived_cmake_args(zen5, "x86_64", simd="avx2"))
+    assert q4k_kernel.applies_to(derived_cmake_args(zen3, "x86_64"))
+    assert q4k_kernel.applies_to(derived_cmake_args(zen5, "x86_64", simd="avx2"))
+    assert not q4k_kernel.applies_to(derived_cmake_args(zen3 - {"fma"}, "x86_64"))
+    assert not q4k_kernel.applies_to(derived_cmake_args(sandy_bridge, "x86_64"))
     assert not q4k_kernel.applies_to(derived_cmake_args(zen5, "aarch64"))
 
 
@@ -153,6 +156,9 @@ def test_the_marker_is_read_from_a_library_file(tmp_path):
     assert q4k_kernel.kernel_version_in(tmp_path / "absent.so") == 0
 
 
-def test_the_kernel_gives_ggml_gemvs_results_bit_for_bit(tmp_path):
-    printed = run_against_installed_library(HARNESS, q4k_kernel.HEADER.parent, tmp_path, cpp=True)
+@pytest.mark.parametrize("variant", ["vnni", "avx2"])
+def test_the_kernel_gives_ggml_gemvs_results_bit_for_bit(tmp_path, variant):
+    printed = run_against_installed_library(
+        HARNESS, q4k_kernel.HEADER.parent, tmp_path, cpp=True, variant=variant
+    )
     assert all(line.startswith("0 of ") for line in printed.splitlines()), printed

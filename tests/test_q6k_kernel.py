@@ -1,6 +1,6 @@
-"""pyspec's Q6_K kernel for AVX-512 VNNI builds (pyspec/llama/runtime/q6k_kernel.py and
-pyspec_q6k_vnni.h): the patching step on llama.cpp's real ggml-cpu.c, its refusals, the build's
-marker, and the kernel itself, compiled and run against the installed library's own
+"""pyspec's Q6_K kernel for x86 builds (pyspec/llama/runtime/q6k_kernel.py and
+pyspec_q6k_kernel.h): the patching step on llama.cpp's real ggml-cpu.c, its refusals, the build's
+marker, and the kernel itself (both variants), compiled and run against the installed library's own
 ``ggml_vec_dot_q6_K_q8_K`` on random blocks: every (weight row, token) result must be bitwise
 the dot product's, for 1 to 7 tokens (the kernel takes them 4 at a time), row ranges that do
 not fill its blocks of 16, and three row lengths."""
@@ -16,7 +16,7 @@ HARNESS = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "pyspec_q6k_vnni.h"
+#include "pyspec_q6k_kernel.h"
 
 void ggml_vec_dot_q6_K_q8_K(int n, float * s, size_t bs, const void * vx, size_t bx,
                             const void * vy, size_t by, int nrc);
@@ -135,11 +135,14 @@ def test_the_marker_is_read_from_a_library_file(tmp_path):
     library = tmp_path / "libggml-cpu.so"
     library.write_bytes(b"\x7fELF" + f"{q6k_kernel.MARKER} version 4".encode() + b"\0tail")
     assert q6k_kernel.kernel_version_in(library) == 4
-    library.write_bytes(b"\x7fELF pyspec Q4_K VNNI kernel version 2\0")
+    library.write_bytes(b"\x7fELF pyspec Q4_K kernel version 2\0")
     assert q6k_kernel.kernel_version_in(library) == 0
     assert q6k_kernel.kernel_version_in(tmp_path / "absent.so") == 0
 
 
-def test_the_kernel_gives_ggml_dot_products_bit_for_bit(tmp_path):
-    printed = run_against_installed_library(HARNESS, q6k_kernel.HEADER.parent, tmp_path, cpp=False)
+@pytest.mark.parametrize("variant", ["vnni", "avx2"])
+def test_the_kernel_gives_ggml_dot_products_bit_for_bit(tmp_path, variant):
+    printed = run_against_installed_library(
+        HARNESS, q6k_kernel.HEADER.parent, tmp_path, cpp=False, variant=variant
+    )
     assert all(line.startswith("0 of ") for line in printed.splitlines()), printed

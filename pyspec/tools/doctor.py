@@ -116,14 +116,15 @@ def check_llama(report: Report) -> None:
         ),
         ("Q6_K", installed_q6k_kernel(), "2-32 tokens of Q6_K weights (verify passes)"),
     ):
-        if kernel or {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
+        if kernel or {"avx2", "fma", "f16c"} <= set(flags):
             report.add(
                 OK if kernel else WARN,
                 f"pyspec's {name} kernel",
                 f"in (version {kernel}): passes over {weights} run through it"
                 if kernel
-                else "not in this build, although this CPU has AVX-512 VNNI: its verify passes "
-                "cost more than they need to; `python3 -m pyspec install-llama` builds it in",
+                else "not in this build, although this CPU has AVX2, FMA and F16C: its verify "
+                "passes cost more than they need to; `python3 -m pyspec install-llama` builds "
+                "it in",
             )
     build = installed_build()
     if build is not None:

@@ -13,10 +13,10 @@ So this module:
 2. on a CPU with AMX (``default_amx``; ``--no-amx`` says no, ``--amx`` insists) the AMX
    options are on, and the build is made from the sdist with pyspec's fix to ggml's tile
    setup applied (``pyspec/llama/runtime/amx_fix.py``), keyed with the fix's version;
-   elsewhere the three ``GGML_AMX_*`` options are off; a build whose flags include AVX-512
-   with VNNI (the EPYC Zen 4 and Zen 5) gets pyspec's Q4_K and Q6_K kernels, which make a
-   verify pass over 2-16 tokens cheaper (``pyspec/llama/runtime/vnni_kernels.py``), keyed with
-   their versions;
+   elsewhere the three ``GGML_AMX_*`` options are off; an x86 build with AVX2, FMA and F16C
+   gets pyspec's Q4_K and Q6_K kernels (their AVX-512 VNNI variant where the flags include it:
+   the EPYC Zen 4 and Zen 5), which make a verify pass over 2-32 tokens cheaper
+   (``pyspec/llama/runtime/x86_kernels.py``), keyed with their versions;
 3. appends the user's ``CMAKE_ARGS`` (``-DGGML_CUDA=on`` and the like), refusing those that
    bring the crash back without the fix (``GGML_NATIVE=ON``, ``GGML_AMX_*=ON``);
 4. builds the wheel with pip's cache off, into ``~/.cache/pyspec/llama-build/<key>/``, where the
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from pyspec.errors import LlamaBuildError
-from pyspec.llama.runtime import vnni_kernels
+from pyspec.llama.runtime import x86_kernels
 from pyspec.llama.runtime.amx_fix import FIX_VERSION as AMX_FIX_VERSION
 from pyspec.llama.runtime.build_info import (  # noqa: F401 (part of the installer's interface)
     LLAMA_CPP_PYTHON_VERSION,
@@ -206,7 +206,7 @@ def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
     }
     if amx_enabled(cmake_args):  # (absent otherwise: the keys of earlier builds stay valid)
         ident["amx_fix"] = AMX_FIX_VERSION
-    ident.update(vnni_kernels.versions(cmake_args))  # (likewise: AVX2 builds keep their keys)
+    ident.update(x86_kernels.versions(cmake_args))  # (likewise: AVX2 builds keep their keys)
     blob = json.dumps(ident, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -314,8 +314,8 @@ def download_sdist(directory: Path) -> Path:
 
 def unpack_sdist(sdist: Path, dest: Path, *, amx_fix: bool, kernels: bool = False) -> Path:
     """The sdist unpacked under dest/src (emptied first, so no file of an earlier unpacking
-    is left), with pyspec's AMX fix applied when ``amx_fix`` and its AVX-512 VNNI kernels added
-    when ``kernels``: its top directory. Used by install-llama's patched builds and by the
+    is left), with pyspec's AMX fix applied when ``amx_fix`` and its x86 kernels added when
+    ``kernels``: its top directory. Used by install-llama's patched builds and by the
     benchmarks' llama.cpp tools (the same sources)."""
     import shutil
     import tarfile
@@ -335,14 +335,14 @@ def unpack_sdist(sdist: Path, dest: Path, *, amx_fix: bool, kernels: bool = Fals
         patched = apply_to_tree(tree)
         _log(f"applied pyspec's AMX tile-config fix to {patched.relative_to(src)}")
     if kernels:
-        for patched in vnni_kernels.apply_to_tree(tree):
-            _log(f"added pyspec's AVX-512 VNNI kernel to {patched.relative_to(src)}")
+        for patched in x86_kernels.apply_to_tree(tree):
+            _log(f"added pyspec's kernel to {patched.relative_to(src)}")
     return tree
 
 
 def _patched_source(out_dir: Path, *, amx: bool, kernels: bool) -> Path:
-    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix and AVX-512
-    VNNI kernels applied as asked."""
+    """llama-cpp-python's sdist, unpacked under out_dir/src with pyspec's AMX fix and x86
+    kernels applied as asked."""
     # One download for every patched build of this version (the patches' versions change
     # the key).
     sdist = download_sdist(sdist_dir(out_dir.parent))
@@ -359,7 +359,7 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
     env["FORCE_CMAKE"] = "1"
     amx = amx_enabled(cmake_args)
-    kernel = vnni_kernels.applies_to(cmake_args)
+    kernel = x86_kernels.applies_to(cmake_args)
     what = (
         str(_patched_source(out_dir, amx=amx, kernels=kernel))
         if amx or kernel
@@ -434,8 +434,8 @@ def _build_wheel(cmake_args: list, out_dir: Path) -> Path:
                 "cmake_args": cmake_args,
                 "version": LLAMA_CPP_PYTHON_VERSION,
                 "amx_fix": AMX_FIX_VERSION if amx else 0,
-                **{name: 0 for name in vnni_kernels.KERNELS},
-                **vnni_kernels.versions(cmake_args),
+                **{name: 0 for name in x86_kernels.KERNELS},
+                **x86_kernels.versions(cmake_args),
                 "seconds": round(time.monotonic() - start, 1),
                 "datetime": now_iso(),
                 "machine_info": machine_info(),

@@ -84,18 +84,18 @@ def cost_cache_file(llama) -> Optional[Path]:
         # The build's kernels (AMX or not, repacking) shape the curve more than anything.
         build=_system_info(llama_cpp),
         # pyspec's own kernels change the curve without changing the system info.
-        **_vnni_kernels(),
+        **_x86_kernels(),
     )
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir() / "costs" / f"{Path(model['model']).stem}-{digest}.json"
 
 
 @functools.lru_cache(maxsize=1)
-def _vnni_kernels() -> dict:
+def _x86_kernels() -> dict:
     """{"q4k_kernel": version, "q6k_kernel": version} for those of pyspec's kernels the
     installed build has, else {} (so the keys of other builds stay what they were). Read once
     per process."""
-    from pyspec.llama.runtime.vnni_kernels import installed_versions
+    from pyspec.llama.runtime.x86_kernels import installed_versions
 
     return installed_versions()
 

@@ -1,7 +1,8 @@
-"""pyspec's AVX-512 VNNI kernels for llama.cpp, the Q4_K one (``q4k_kernel.py``) and the Q6_K
-one (``q6k_kernel.py``), taken together: the same build flags compile both in, install-llama
-and the benchmarks' C++ tools add both to the sources, and their versions key the wheel, the
-tools and the cost cache (a build with an older kernel is rebuilt, not reused)."""
+"""pyspec's x86 kernels for llama.cpp, the Q4_K one (``q4k_kernel.py``) and the Q6_K one
+(``q6k_kernel.py``), each in an AVX-512 VNNI and an AVX2 variant, taken together: the same
+build flags (AVX2, FMA, F16C) compile both in, install-llama and the benchmarks' C++ tools add
+both to the sources, and their versions key the wheel, the tools and the cost cache (a build
+with an older kernel is rebuilt, not reused)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def applies_to(cmake_args) -> bool:
 
 def versions(cmake_args) -> dict:
     """{"q4k_kernel": version, "q6k_kernel": version} for a build with these arguments, or {}
-    where the kernels do not apply (so the keys of AVX2 builds stay as they were)."""
+    where the kernels do not apply (other architectures, x86 without AVX2: their keys stay as
+    they were)."""
     if not applies_to(cmake_args):
         return {}
     return {name: kernel.KERNEL_VERSION for name, kernel in KERNELS.items()}

@@ -1,11 +1,13 @@
-// pyspec: an AVX-512 VNNI kernel for Q6_K weight rows against 1-4 rows of Q8_K activations.
-// llama.cpp multiplies a Q6_K matrix by a batch one (weight row, token) pair at a time, so a
-// verify pass over k tokens unpacks every 6-bit weight k times; here each 256-weight block is
-// unpacked once for all the tokens and summed with vpdpwssd. Written by pyspec from the block
-// layout (applied to llama.cpp's sources at build time by pyspec install-llama). Each token's
-// sum is formed exactly as ggml's AVX2 ggml_vec_dot_q6_K_q8_K forms it (the same integer in
-// each of its 8 lanes per block, the same float steps), so a result is bitwise ggml's,
-// whatever the batch. C, so that ggml-cpu.c can include it.
+// pyspec: a kernel for Q6_K weight rows against 1-4 rows of Q8_K activations, in two
+// variants: AVX-512 VNNI (512-bit, vpdpwssd) where the compiler targets it, AVX2 elsewhere
+// (Zen 3, Intel's client cores, the Skylake-X AVX-512 without VNNI). llama.cpp multiplies a
+// Q6_K matrix by a batch one (weight row, token) pair at a time, so a verify pass over k
+// tokens unpacks every 6-bit weight k times; here each 256-weight block is unpacked once for
+// all the tokens. Written by pyspec from the block layout (applied to llama.cpp's sources at
+// build time by pyspec install-llama). Each token's sum is formed exactly as ggml's AVX2
+// ggml_vec_dot_q6_K_q8_K forms it (the same integer in each of its 8 lanes per block, the
+// same float steps), so a result is bitwise ggml's, whatever the batch and the variant. C,
+// so that ggml-cpu.c can include it.
 #pragma once
 #include <immintrin.h>
 #include <stddef.h>
@@ -29,6 +31,7 @@ static inline float pyspec_q6k_hsum8(__m256 x) {
     return _mm_cvtss_f32(r);
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 // out[c] = weight row vx . activation row c (at vy + c * y_stride bytes), c < NC.
 // n: the row length, a multiple of 256. ahead: a weight row to prefetch meanwhile, or NULL.
 static inline __attribute__((always_inline)) void pyspec_q6k_dot_rows(
@@ -94,6 +97,80 @@ static inline __attribute__((always_inline)) void pyspec_q6k_dot_rows(
     }
     for (int c = 0; c < NC; c++) out[c] = pyspec_q6k_hsum8(acc[c]);
 }
+
+#else  // AVX2, FMA and F16C: the same sums in 256-bit vectors, vpmaddwd for vpdpwssd
+
+// Row t: the byte shuffle that puts scale 2 t in bytes 0-7 and scale 2 t + 1 in bytes 8-15.
+static const uint8_t pyspec_q6k_scale_picks[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},         {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},         {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},         {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+
+// out[c] = weight row vx . activation row c (at vy + c * y_stride bytes), c < NC.
+// n: the row length, a multiple of 256. ahead: a weight row to prefetch meanwhile, or NULL.
+static inline __attribute__((always_inline)) void pyspec_q6k_dot_rows(
+        int n, const void * vx, const char * vy, size_t y_stride, float * out, const int NC, const char * ahead) {
+    const int nb = n / 256;
+    const pyspec_q6k_block * x = (const pyspec_q6k_block *) vx;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    __m256 acc[4];
+    #pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const pyspec_q6k_block * b = x + i;
+        if (ahead) {
+            const char * next = ahead + (size_t) i * sizeof(pyspec_q6k_block);
+            _mm_prefetch(next, _MM_HINT_T0); _mm_prefetch(next + 64, _MM_HINT_T0);
+            _mm_prefetch(next + 128, _MM_HINT_T0); _mm_prefetch(next + 192, _MM_HINT_T0);
+        }
+        const __m128i scales8 = _mm_loadu_si128((const __m128i *) b->scales);
+        __m256i sums[4];
+        #pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) sums[c] = _mm256_setzero_si256();
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            const __m256i bits0 = _mm256_loadu_si256((const __m256i *) (b->ql + 64 * j));
+            const __m256i bits1 = _mm256_loadu_si256((const __m256i *) (b->ql + 64 * j + 32));
+            const __m256i high = _mm256_loadu_si256((const __m256i *) (b->qh + 32 * j));
+            #pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                // weights 128 j + 32 u + 0..31, each 0..63 (the -32 comes off below): the low
+                // or high nibbles of ql, bits 2u, 2u + 1 of qh above them
+                const __m256i bits = u & 1 ? bits1 : bits0;
+                const __m256i nibbles = u < 2 ? bits : _mm256_srli_epi16(bits, 4);
+                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high, 2 * u), low2);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(nibbles, low4), _mm256_slli_epi16(top, 4));
+                // the scales of its two halves: scale 2 t in 16-bit lanes 0-7, 2 t + 1 in 8-15
+                const __m128i pick = _mm_loadu_si128((const __m128i *) pyspec_q6k_scale_picks[4 * j + u]);
+                const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, pick));
+                #pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    const pyspec_q6k_q8k_block * y = (const pyspec_q6k_q8k_block *) (vy + c * y_stride) + i;
+                    const __m256i yq = _mm256_loadu_si256((const __m256i *) (y->qs + 128 * j + 32 * u));
+                    sums[c] = _mm256_add_epi32(sums[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, yq), sc));
+                }
+            }
+        }
+        const __m256i scales16 = _mm256_cvtepi8_epi16(scales8);
+        const float xd = _cvtsh_ss(b->d);
+        #pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const pyspec_q6k_q8k_block * y = (const pyspec_q6k_q8k_block *) (vy + c * y_stride) + i;
+            const __m256i offset = _mm256_slli_epi32(
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) y->bsums), scales16), 5);
+            const __m256i lanes = _mm256_sub_epi32(sums[c], offset);
+            const float d = y->d * xd;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc[c]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) out[c] = pyspec_q6k_hsum8(acc[c]);
+}
+
+#endif
 
 // out[c] for c < ncols (1 to 4), as above.
 static inline void pyspec_q6k_dot(int n, const void * vx, const void * vy, size_t y_stride, int ncols, float * out,
