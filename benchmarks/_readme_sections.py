@@ -1840,6 +1840,11 @@ SECTIONS = {
         ("draftless-family26-model2-read-in",),
         draftless_table,
     ),
+    # The same Zen 5 with llama.cpp built for AVX2 only, with the kernels' AVX2 variants (s53).
+    "draftless-table-family26-model2-avx2-build": (
+        ("draftless-family26-model2-avx2-build",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
