@@ -206,7 +206,7 @@ def wheel_key(cmake_args: list, version: str = LLAMA_CPP_PYTHON_VERSION) -> str:
     }
     if amx_enabled(cmake_args):  # (absent otherwise: the keys of earlier builds stay valid)
         ident["amx_fix"] = AMX_FIX_VERSION
-    ident.update(x86_kernels.versions(cmake_args))  # (likewise: AVX2 builds keep their keys)
+    ident.update(x86_kernels.versions(cmake_args))  # (likewise: builds without them keep theirs)
     blob = json.dumps(ident, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
