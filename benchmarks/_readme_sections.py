@@ -1845,6 +1845,12 @@ SECTIONS = {
         ("draftless-family26-model2-avx2-build",),
         draftless_table,
     ),
+    # The Zen 5 (both kernels' VNNI variants, version 3) on 4 chats, the edits and 6 multi-turn
+    # conversations answered with the model's own answers (PYSPEC_BENCH_MULTI_TURN=6; s53).
+    "draftless-table-family26-model2-multi-turn": (
+        ("draftless-family26-model2-multi-turn",),
+        draftless_table,
+    ),
     "draft-peer-table": (("draft-peer",), draft_peer_table),
     # The same suite on an Intel Xeon with AMX, where the draft model's costs can pay.
     "draft-peer-table-family6-model167": (("draft-peer-family6-model167",), draft_peer_table),
