@@ -87,7 +87,8 @@ def installed_amx_fix() -> int:
 
 def installed_q4k_kernel() -> int:
     """The version of pyspec's Q4_K kernel compiled into the installed llama-cpp-python (0:
-    none: an AVX2 build, or one not made by ``pyspec install-llama``), read from its library."""
+    none: a build without AVX2, FMA and F16C, or one not made by ``pyspec install-llama``),
+    read from its library."""
     from pyspec.llama.runtime.q4k_kernel import kernel_version_in
 
     return _installed_version(kernel_version_in)

@@ -23,6 +23,13 @@
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } pyspec_q6k_block;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } pyspec_q6k_q8k_block;
 
+// Asks for block i of the weight row at ahead (its 210 bytes: four cache lines).
+static inline __attribute__((always_inline)) void pyspec_q6k_prefetch_block(const char * ahead, int i) {
+    const char * next = ahead + (size_t) i * sizeof(pyspec_q6k_block);
+    _mm_prefetch(next, _MM_HINT_T0); _mm_prefetch(next + 64, _MM_HINT_T0);
+    _mm_prefetch(next + 128, _MM_HINT_T0); _mm_prefetch(next + 192, _MM_HINT_T0);
+}
+
 // The same pairwise order as ggml's hsum_float_8.
 static inline float pyspec_q6k_hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
@@ -56,11 +63,7 @@ static inline __attribute__((always_inline)) void pyspec_q6k_dot_rows(
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const pyspec_q6k_block * b = x + i;
-        if (ahead) {
-            const char * next = ahead + (size_t) i * sizeof(pyspec_q6k_block);
-            _mm_prefetch(next, _MM_HINT_T0); _mm_prefetch(next + 64, _MM_HINT_T0);
-            _mm_prefetch(next + 128, _MM_HINT_T0); _mm_prefetch(next + 192, _MM_HINT_T0);
-        }
+        if (ahead) pyspec_q6k_prefetch_block(ahead, i);
         const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b->scales));
         const __m512i scales_wide = _mm512_zextsi256_si512(scales16);
         __m512i sums[4];
@@ -121,11 +124,7 @@ static inline __attribute__((always_inline)) void pyspec_q6k_dot_rows(
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const pyspec_q6k_block * b = x + i;
-        if (ahead) {
-            const char * next = ahead + (size_t) i * sizeof(pyspec_q6k_block);
-            _mm_prefetch(next, _MM_HINT_T0); _mm_prefetch(next + 64, _MM_HINT_T0);
-            _mm_prefetch(next + 128, _MM_HINT_T0); _mm_prefetch(next + 192, _MM_HINT_T0);
-        }
+        if (ahead) pyspec_q6k_prefetch_block(ahead, i);
         const __m128i scales8 = _mm_loadu_si128((const __m128i *) b->scales);
         __m256i sums[4];
         #pragma GCC unroll 4
